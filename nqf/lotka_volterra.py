@@ -1,0 +1,192 @@
+r"""The Lotka–Volterra reduction of the NQF flow (Sec. 5) and its closed forms.
+
+Under Assumption 1 the structure matrices commute, $A(x_\mu) = P\Lambda_\mu P^\top$,
+and the features $z_k = (P^\top M P)_{kk}$ obey the generalised Lotka–Volterra
+equation (32)
+
+$$ \dot z_k = z_k\Big(r_k - \sum_j C_{kj} z_j\Big),\quad
+   r_k = \frac8m\sum_\mu \lambda_{\mu,k} y_\mu,\quad
+   C_{kj} = \frac8m\sum_\mu \lambda_{\mu,k}\lambda_{\mu,j}. $$
+
+With orthogonal features ($C$ diagonal, Thm 6) each mode is a logistic curve
+(Eq. 39) that switches on after a plateau of length $\approx \ln(1/\epsilon)/r_k$.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._checks import check_finite, check_ndim, check_positive, check_shape
+from .dynamics import require_x64, solve_ode
+from .model import check_dataset, check_order_parameter
+from ._types import ArrayLike, Matrix, StructureStack, Targets
+
+
+class LotkaVolterra(NamedTuple):
+    """Coefficients of Eq. (32) and the common eigenbasis they live in."""
+
+    P: Float[ArrayLike, "p p"]  # orthogonal, columns = shared eigenvectors
+    lambdas: Float[ArrayLike, "m p"]  # lambda_{mu,k}: eigenvalue k of A(x_mu)
+    r: Float[ArrayLike, " p"]  # growth rates r_k
+    C: Float[ArrayLike, "p p"]  # interaction matrix C_kj
+
+
+def commuting_eigenbasis(
+    As: StructureStack, *, tol: float = 1e-9, seed: int = 0
+) -> tuple[Float[ArrayLike, "p p"], Float[ArrayLike, "m p"]]:
+    r"""Shared eigenbasis of commuting structure matrices (Assumption 1).
+
+    Diagonalises a random combination $\sum_\mu c_\mu A_\mu$ and checks that it
+    diagonalises every $A_\mu$. Raises ``ValueError`` (with the measured
+    off-diagonal residue) when the matrices do not commute.
+
+    Returns:
+        ``(P, lambdas)`` with $A_\mu = P\,\mathrm{diag}(\lambda_{\mu,\cdot})P^\top$.
+    """
+    m, p = check_dataset(As)
+    A = np.asarray(As, dtype=float)
+    c = np.random.default_rng(seed).normal(size=m)
+    _, P = np.linalg.eigh(np.einsum("m,mij->ij", c, A))
+    D = np.einsum("ki,mkl,lj->mij", P, A, P)
+    lambdas = np.einsum("mii->mi", D)
+    off = D - np.einsum("mi,ij->mij", lambdas, np.eye(p))
+    scale = max(np.max(np.abs(A)), 1e-300)
+    resid = np.max(np.abs(off)) / scale
+    if resid > tol:
+        comm = max(
+            np.max(np.abs(A[i] @ A[j] - A[j] @ A[i])) for i in range(m) for j in range(i + 1, m)
+        ) if m > 1 else 0.0
+        raise ValueError(
+            "`As` do not share an eigenbasis (Assumption 1): after diagonalising a random "
+            f"combination the largest relative off-diagonal entry is {resid:.3g} (tolerance {tol:g}); "
+            f"largest commutator |A_i A_j - A_j A_i| = {comm:.3g}."
+        )
+    return jnp.asarray(P), jnp.asarray(lambdas)
+
+
+def lv_coefficients(As: StructureStack, ys: Targets, *, tol: float = 1e-9) -> LotkaVolterra:
+    """Reduce a commuting dataset to the Lotka–Volterra coefficients ``(r, C)`` of Eq. (32)."""
+    m, _ = check_dataset(As, ys)
+    P, lam = commuting_eigenbasis(As, tol=tol)
+    r = 8.0 / m * lam.T @ jnp.asarray(ys)
+    C = 8.0 / m * lam.T @ lam
+    return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)
+
+
+def features(M: Matrix, P: Float[ArrayLike, "p p"]) -> Float[ArrayLike, " p"]:
+    r"""Features $z_k = (P^\top M P)_{kk}$ (Sec. 5); they alone carry the loss (Eq. 29)."""
+    check_order_parameter(M, np.shape(P)[0], psd=False)
+    return jnp.einsum("ik,ij,jk->k", P, M, P)
+
+
+def lv_flow(
+    r: Float[ArrayLike, " p"],
+    C: Float[ArrayLike, "p p"],
+    z0: Float[ArrayLike, " p"],
+    ts: Float[ArrayLike, " T"],
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    progress: bool = False,
+) -> Float[ArrayLike, "T p"]:
+    r"""Integrate the Lotka–Volterra equation (32) from $z(0) = z_0$ at times ``ts``.
+
+    Integrates $u_k = \ln z_k$, $\dot u_k = r_k - \sum_j C_{kj} e^{u_j}$, so that
+    initial scales down to $10^{-300}$ (the singular limit $\epsilon\to 0$) keep
+    full relative accuracy. Modes with $z_k(0) = 0$ stay at zero.
+    """
+    require_x64("lv_flow")
+    r = jnp.asarray(r)
+    check_ndim("r", r, 1)
+    p = r.shape[0]
+    check_shape("C", C, (p, p), "interaction matrix, one row per mode")
+    check_shape("z0", z0, (p,), "one initial feature per mode")
+    for name, val in (("r", r), ("C", C), ("z0", z0)):
+        check_finite(name, val)
+    z0 = jnp.asarray(z0)
+    if bool(jnp.any(z0 < 0)):
+        raise ValueError(f"`z0` must be >= 0 (features of a PSD M); got min {float(jnp.min(z0)):.3g}.")
+    alive = z0 > 0
+    u0 = jnp.log(jnp.where(alive, z0, 1.0))
+
+    def field(t, u, args):
+        z = jnp.where(alive, jnp.exp(u), 0.0)
+        return jnp.where(alive, r - jnp.asarray(C) @ z, 0.0)
+
+    us = solve_ode(field, u0, ts, rtol=rtol, atol=atol, progress=progress)
+    return jnp.where(alive, jnp.exp(us), 0.0)
+
+
+def logistic_solution(t, r, C_kk, z0) -> Float[Array, "..."]:
+    r"""Closed form of one mode under orthogonal features, Theorem 6, Eq. (39):
+
+    $$ z_k(t) = \frac{r_k z_k(0)}{C_{kk}z_k(0) + (r_k - C_{kk}z_k(0))e^{-r_k t}}, $$
+
+    and $z_k(0)/(1 + C_{kk} z_k(0) t)$ when $r_k = 0$. Arguments broadcast.
+    """
+    t, r, C_kk, z0 = (jnp.asarray(a) for a in (t, r, C_kk, z0))
+    safe_r = jnp.where(r == 0, 1.0, r)
+    logistic = safe_r * z0 / (C_kk * z0 + (safe_r - C_kk * z0) * jnp.exp(-safe_r * t))
+    return jnp.where(r == 0, z0 / (1.0 + C_kk * z0 * t), logistic)
+
+
+def switch_on_time(r, C_kk, z0):
+    r"""Exact switch-on time of a logistic mode: the time at which $z_k$ reaches half
+    of its final value $r_k/C_{kk}$,
+
+    $$ t^*_k = \frac{1}{r_k}\ln\Big(\frac{r_k}{C_{kk}z_k(0)} - 1\Big), $$
+
+    the finite-$\epsilon$ form of Eq. (158); for $z_k(0)\to 0$ it tends to
+    $\frac{1}{r_k}\ln\frac{r_k}{C_{kk}z_k(0)}$ (the lines of Fig. 3) and to
+    $\ln(1/\epsilon)/r_k$ (Eq. 153 with $a=1$). Requires $0 < C_{kk}z_k(0) < r_k/2$.
+    """
+    r, C_kk, z0 = (np.asarray(a, dtype=float) for a in (r, C_kk, z0))
+    ratio = r / (C_kk * z0)
+    if np.any(~np.isfinite(ratio)) or np.any(ratio <= 2):
+        raise ValueError(
+            "`switch_on_time` needs r > 0 and 0 < C_kk*z0 < r/2 (the mode must start below half "
+            f"its final value); got r/(C_kk z0) = {ratio}."
+        )
+    return np.log(ratio - 1.0) / r
+
+
+def switch_on_time_asymptotic(zeta, eps, a: float = 1.0):
+    r"""Leading-order switch-on time $t^*_k \approx \ln(1/\epsilon)/(a\,\zeta_k)$ (Thm 8, Eq. 153).
+
+    ``a = 1`` under Theorem 6 ($\zeta_k = r_k$), ``a = 2`` under Theorem 7 ($\zeta_k=\gamma_k$).
+    """
+    check_positive("eps", eps)
+    check_positive("a", a)
+    return np.log(1.0 / eps) / (a * np.asarray(zeta, dtype=float))
+
+
+def saxe_learning_time(s: float, u0: float, uf: float, tau: float = 1.0) -> float:
+    r"""Learning time of Saxe, McClelland & Ganguli (2014), Eqs. (10)–(12):
+    $\tau\dot u = 2u(s-u)$ gives $t = \frac{\tau}{2s}\ln\frac{u_f(s-u_0)}{u_0(s-u_f)}$.
+
+    Their loss carries a factor ½; the paper's loss (no ½) runs the same curve
+    twice as fast (Eq. 288, "up to a rescaling of time").
+    """
+    for name, v in (("s", s), ("u0", u0), ("uf", uf), ("tau", tau)):
+        check_positive(name, v)
+    if not u0 < uf < s:
+        raise ValueError(f"need 0 < u0 < uf < s; got u0={u0!r}, uf={uf!r}, s={s!r}.")
+    return tau / (2 * s) * float(np.log(uf * (s - u0) / (u0 * (s - uf))))
+
+
+__all__ = [
+    "LotkaVolterra",
+    "commuting_eigenbasis",
+    "features",
+    "logistic_solution",
+    "lv_coefficients",
+    "lv_flow",
+    "saxe_learning_time",
+    "switch_on_time",
+    "switch_on_time_asymptotic",
+]

@@ -1,0 +1,172 @@
+"""Exact discrete update (Thm 2), gradient flow (Eq. 28) and training of W."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jaxtyping import TypeCheckError
+
+# Shape errors surface as jaxtyping's TypeCheckError under the test-time type checker
+# (pytest --jaxtyping-packages) and as nqf's ValueError otherwise; both name the argument.
+BAD_INPUT = (ValueError, TypeCheckError)
+
+import nqf
+from nqf.data import orthogonal_features_dataset
+
+
+def _general_nqf_data(seed=0, m=7, p=4):
+    rng = np.random.default_rng(seed)
+    sym = lambda a: 0.5 * (a + np.swapaxes(a, -1, -2))
+    As = sym(rng.normal(size=(m, p, p)))
+    Bs = 0.3 * sym(rng.normal(size=(m, p, p)))
+    gs = 0.5 * rng.normal(size=(m, p))
+    f0 = 0.1 * rng.normal(size=m)
+    ys = rng.normal(size=m)
+    return [jnp.asarray(a) for a in (As, Bs, gs, f0, ys)]
+
+
+def _same_order_parameters(W, seed=1):
+    """A second W' = W Q with Q orthogonal and Q 1 = 1, so M and mu are unchanged."""
+    d = W.shape[1]
+    u = np.random.default_rng(seed).normal(size=d)
+    u -= u.mean()
+    u /= np.linalg.norm(u)
+    Q = np.eye(d) - 2 * np.outer(u, u)
+    return W @ jnp.asarray(Q)
+
+
+def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters():
+    As, Bs, gs, f0, ys = _general_nqf_data()
+    m, p = ys.shape[0], As.shape[1]
+    d, eta, steps, b = 6, 0.02, 40, 3
+    Wa = 0.3 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
+    Wb = _same_order_parameters(Wa)
+    assert float(jnp.max(jnp.abs(Wa - Wb))) > 0.05  # genuinely different weights
+    batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, b)))
+
+    def loss(W, idx):
+        mu = W.sum(axis=1)
+        f = nqf.outputs(W @ W.T, As[idx], mu=mu, gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
+        return jnp.mean((f - ys[idx]) ** 2)
+
+    record = lambda W: (W @ W.T, W.sum(axis=1))
+    _, ha = nqf.train_weights(loss, Wa, optax.sgd(eta), steps, batches=batches, record=record)
+    _, hb = nqf.train_weights(loss, Wb, optax.sgd(eta), steps, batches=batches, record=record)
+    Ms, mus = nqf.nqf_sgd(Wa @ Wa.T, Wa.sum(axis=1), As, ys, batches, eta=eta, d=d, gs=gs, Bs=Bs, f0=f0)
+    scale = float(jnp.max(jnp.abs(Ms)))
+    for h in (ha, hb):
+        assert float(jnp.max(jnp.abs(h["record"][0] - Ms))) < 1e-12 * scale * steps
+        assert float(jnp.max(jnp.abs(h["record"][1] - mus))) < 1e-12 * steps
+    # The eta^2 terms matter: dropping them is visibly wrong.
+    assert float(jnp.max(jnp.abs(Ms[-1] - Ms[0]))) > 1e-3
+
+
+def test_eta_squared_terms_are_needed():
+    As, Bs, gs, f0, ys = _general_nqf_data(seed=4)
+    p, d, eta = As.shape[1], 5, 0.05
+    W = 0.5 * jnp.asarray(np.random.default_rng(5).normal(size=(p, d)))
+    M, mu = W @ W.T, W.sum(axis=1)
+    idx = jnp.arange(3)
+
+    def loss(W):
+        f = nqf.outputs(W @ W.T, As[idx], mu=W.sum(axis=1), gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
+        return jnp.mean((f - ys[idx]) ** 2)
+
+    W1 = W - eta * jax.grad(loss)(W)
+    M1, mu1 = nqf.nqf_sgd_step(M, mu, As[idx], ys[idx], eta=eta, d=d, gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
+    err = float(jnp.max(jnp.abs(M1 - W1 @ W1.T)))
+    assert err < 1e-13
+    assert float(jnp.max(jnp.abs(mu1 - W1.sum(axis=1)))) < 1e-13
+    # first-order-only update misses by O(eta^2)
+    H = 2 * jnp.einsum("b,bij->ij", 2 * (nqf.outputs(M, As[idx], mu=mu, gs=gs[idx], Bs=Bs[idx], f0=f0[idx]) - ys[idx]) / 3, As[idx])
+    assert float(jnp.max(jnp.abs(M1 - (M - eta * (H @ M + M @ H))))) > 1e3 * err
+
+
+def test_flow_matches_logistic_solution_and_switch_on_time():
+    r = jnp.array([1.0, 0.5, 0.25, 0.125, 0.0625])
+    As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
+    lv = nqf.lv_coefficients(As, ys)
+    np.testing.assert_allclose(np.sort(np.asarray(lv.r)), np.sort(np.asarray(r)), rtol=1e-12)
+    C = np.asarray(lv.C)
+    assert np.max(np.abs(C - np.diag(np.diag(C)))) < 1e-12
+    eps = 1e-5
+    M0 = eps * jnp.eye(5)
+    ts = nqf.log_times(400.0, 120, t_min=1e-2)
+    Ms = nqf.gradient_flow(As, ys, M0, ts)
+    z_flow = jax.vmap(nqf.features, in_axes=(0, None))(Ms, lv.P)
+    z0 = nqf.features(M0, lv.P)
+    z_exact = nqf.logistic_solution(ts[:, None], lv.r, jnp.diag(lv.C), z0)
+    rel = float(jnp.max(jnp.abs(z_flow - z_exact) / z_exact))
+    assert rel < 1e-8
+    # switch-on: at t*, z_k is half its final value r_k / C_kk
+    tstar = nqf.switch_on_time(lv.r, jnp.diag(lv.C), z0)
+    Ms_star = nqf.gradient_flow(As, ys, M0, jnp.concatenate([jnp.zeros(1), jnp.sort(jnp.asarray(tstar))]))
+    order = np.argsort(np.asarray(tstar))
+    z_star = jax.vmap(nqf.features, in_axes=(0, None))(Ms_star[1:], lv.P)
+    half = np.asarray(lv.r / jnp.diag(lv.C) / 2)
+    got = np.array([z_star[i, k] for i, k in enumerate(order)])
+    np.testing.assert_allclose(got, half[order], rtol=1e-8)
+
+
+def test_lv_flow_in_log_space_matches_logistic_at_tiny_init():
+    r = jnp.array([1.0, 0.3])
+    C = jnp.diag(jnp.array([2.0, 0.5]))
+    z0 = jnp.array([1e-200, 1e-120])
+    ts = jnp.array([0.0, 100.0, 460.0, 920.0, 2000.0])
+    z = nqf.lv_flow(r, C, z0, ts)
+    exact = nqf.logistic_solution(ts[:, None], r, jnp.diag(C), z0)
+    assert float(jnp.max(jnp.abs(z - exact) / exact)) < 1e-8
+
+
+def test_saxe_learning_time_and_factor_two():
+    # Saxe et al. 2014: tau du/dt = 2u(s-u); time to u = s/2 from u0 = 1e-6 with s = 3.
+    t_saxe = nqf.saxe_learning_time(3.0, 1e-6, 1.5)
+    assert abs(t_saxe - 2.485687) < 5e-7
+    # The same deep linear mode as an NQF: W = [a; b], A = 1/2 [[0, 1], [1, 0]], y = s.
+    # The paper's loss (no 1/2) gives z' = z(4s - 2z) with z = 2u: the same curve at half the time.
+    s, u0 = 3.0, 1e-6
+    As = jnp.array([[[0.0, 0.5], [0.5, 0.0]]])
+    ys = jnp.array([s])
+    lv = nqf.lv_coefficients(As, ys)
+    a0 = np.sqrt(u0)
+    M0 = jnp.array([[a0 * a0, a0 * a0], [a0 * a0, a0 * a0]])
+    z0 = nqf.features(M0, lv.P)
+    k = int(jnp.argmax(lv.r))
+    t_nqf = nqf.switch_on_time(lv.r[k], lv.C[k, k], z0[k])
+    assert abs(t_nqf - t_saxe / 2) < 1e-9
+    Ms = nqf.gradient_flow(As, ys, M0, jnp.array([0.0, t_nqf]))
+    u = float(Ms[-1, 0, 1])  # u = a b
+    assert abs(u - s / 2) < 1e-8
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(As=np.ones((3, 2, 3))), "As"),
+        (dict(As=np.array([[[0.0, 1.0], [0.0, 0.0]]] * 3)), "symmetric"),
+        (dict(M0=-np.eye(2)), "positive semi-definite"),
+        (dict(M0=np.eye(3)), "M"),
+        (dict(ys=np.array([1.0, np.nan, 0.0])), "ys"),
+        (dict(ys=np.ones(4)), "ys"),
+    ],
+)
+def test_bad_input_is_named(kwargs, match):
+    args = dict(As=np.stack([np.eye(2)] * 3), ys=np.ones(3), M0=1e-3 * np.eye(2))
+    args.update(kwargs)
+    with pytest.raises(BAD_INPUT, match=match):
+        nqf.gradient_flow(args["As"], args["ys"], args["M0"], jnp.array([0.0, 1.0]))
+
+
+def test_non_commuting_data_rejected():
+    As = jnp.array([[[1.0, 0.0], [0.0, -1.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    with pytest.raises(ValueError, match="Assumption 1"):
+        nqf.lv_coefficients(As, jnp.ones(2))
+
+
+def test_switch_on_time_rejects_mode_above_half():
+    with pytest.raises(ValueError, match="r/\\(C_kk z0\\)"):
+        nqf.switch_on_time(1.0, 1.0, 0.6)
