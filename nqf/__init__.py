@@ -12,6 +12,22 @@ The library never changes global JAX flags; enable float64 yourself with
 ``jax.config.update("jax_enable_x64", True)``.
 """
 
+from .attention import multihead_attention as multihead_attention
+from .attention import qk_attention as qk_attention
+from .expansion import nqf_expansion as nqf_expansion
+from .expansion import remainder_scaling as remainder_scaling
+from .modules import Architecture as Architecture
+from .modules import cnn as cnn
+from .modules import diagonal_linear_network as diagonal_linear_network
+from .modules import mixture_of_experts as mixture_of_experts
+from .modules import phase_retrieval as phase_retrieval
+from .modules import two_layer_mlp as two_layer_mlp
+from .structure import StructureReport as StructureReport
+from .structure import structure_error as structure_error
+from .structure import structure_matrix as structure_matrix
+from .structure import structure_report as structure_report
+from .structure import structure_stack as structure_stack
+from .theorem1 import check_theorem1 as check_theorem1
 from .dynamics import gradient_flow as gradient_flow
 from .dynamics import log_times as log_times
 from .dynamics import nqf_sgd as nqf_sgd
