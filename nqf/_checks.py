@@ -9,7 +9,7 @@ outside jit (they jit their own inner loops) to get them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
