@@ -8,6 +8,7 @@ import numpy as np
 def structure_heatmap(ax, A, title: str = "", *, blocks: list[int] | None = None):
     r"""Show a structure matrix $A(x)$ as a diverging heat map (Fig. 1, data version).
 
+    Entries are divided by $\max|A|$, so panels share one colour scale $[-1, 1]$.
     Zero entries are drawn white, so the sparsity pattern that carries the
     architecture (Sec. 3) is what the eye sees. ``blocks`` are the sizes of the
     parameter groups of one neuron, drawn as separating lines.
@@ -16,7 +17,7 @@ def structure_heatmap(ax, A, title: str = "", *, blocks: list[int] | None = None
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"`A` must be a square matrix; got shape {A.shape}.")
     vmax = float(np.max(np.abs(A))) or 1.0
-    im = ax.imshow(np.ma.masked_where(A == 0, A), cmap="RdBu_r", vmin=-vmax, vmax=vmax,
+    im = ax.imshow(np.ma.masked_where(A == 0, A / vmax), cmap="RdBu_r", vmin=-1.0, vmax=1.0,
                    interpolation="nearest")
     ax.set_facecolor("white")
     if blocks:
