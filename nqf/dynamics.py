@@ -41,8 +41,8 @@ def nqf_sgd_step(
     As: StructureStack,
     ys: Targets,
     *,
-    eta: float,
-    d: int,
+    eta: float | Float[ArrayLike, ""],
+    d: int | Int[ArrayLike, ""],
     gs: Float[ArrayLike, "b p"] | None = None,
     Bs: Float[ArrayLike, "b p p"] | None = None,
     f0: float | Float[ArrayLike, " b"] = 0.0,
@@ -107,6 +107,13 @@ def nqf_sgd(
     if int(d) < 1:
         raise ValueError(f"`d` (number of neurons) must be >= 1; got {d!r}.")
     f0_all = jnp.broadcast_to(jnp.asarray(f0, dtype=As.dtype), (m,))
+    Ms, mus = _nqf_sgd_scan(M0, mu0, As, ys, jnp.asarray(batches), eta, d, gs, Bs, f0_all)
+    return jnp.concatenate([M0[None], Ms]), jnp.concatenate([mu0[None], mus])
+
+
+@jax.jit
+def _nqf_sgd_scan(M0, mu0, As, ys, batches, eta, d, gs, Bs, f0_all):
+    """The scan of :func:`nqf_sgd`, compiled once per shape (not per call)."""
 
     def body(carry, idx):
         M, mu = carry
@@ -118,8 +125,8 @@ def nqf_sgd(
         )
         return (M, mu), (M, mu)
 
-    (_, _), (Ms, mus) = jax.jit(lambda c, b: jax.lax.scan(body, c, b))((M0, mu0), jnp.asarray(batches))
-    return jnp.concatenate([M0[None], Ms]), jnp.concatenate([mu0[None], mus])
+    _, (Ms, mus) = jax.lax.scan(body, (M0, mu0), batches)
+    return Ms, mus
 
 
 def log_times(t_max: float, n: int = 200, t_min: float | None = None) -> np.ndarray:
