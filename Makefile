@@ -1,0 +1,44 @@
+# nqf book: the two commands are `make book` and `make test` (see README.md).
+# Works on a fresh clone with only python3.11 and pip.
+
+PYTHON      ?= python3.11
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.nqf-installed
+# Extra flags for the runner, e.g. `make book RUNNER_FLAGS=--force`.
+RUNNER_FLAGS ?=
+PYTEST_FLAGS ?=
+
+.PHONY: venv test book quick-book bench clean help
+
+help:
+	@echo "make book        execute every chapter at full fidelity and build _build/html"
+	@echo "make test        unit tests + every chapter at quick fidelity"
+	@echo "make quick-book  site at quick fidelity in _build/html-quick"
+	@echo "make bench       measure chapter times and make test/make book (writes _build/output/benchmarks.json)"
+	@echo "make venv        create/refresh .venv from requirements-lock.txt"
+	@echo "make clean       remove _build and caches (keeps .venv)"
+
+venv: $(STAMP)
+
+# Re-installs whenever pyproject.toml or requirements-lock.txt changes.
+$(STAMP): pyproject.toml requirements-lock.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -c requirements-lock.txt -e ".[dev]"
+	@touch $@
+
+test: venv
+	$(PY) -m pytest $(PYTEST_FLAGS)
+
+book: venv
+	$(PY) -m nqf.runner --fidelity full --build $(RUNNER_FLAGS)
+
+quick-book: venv
+	$(PY) -m nqf.runner --fidelity quick --build $(RUNNER_FLAGS)
+
+bench: venv
+	$(PY) benchmarks/bench_book.py
+
+clean:
+	rm -rf _build .pytest_cache *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print -exec rm -rf {} +

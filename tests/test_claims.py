@@ -1,0 +1,173 @@
+"""The claims helper (BOOK.md rule 6): semantics, JSON, failure messages."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nqf.claims import ClaimError, Claims
+
+
+def _read(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_close_semantics(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    # binary-exact numbers, so the boundary cases are decided exactly
+    assert c.close("abs ok (boundary)", 1.5, 1.0, atol=0.5)
+    assert not c.close("abs bad", 1.5625, 1.0, atol=0.5)
+    assert c.close("rel ok (boundary)", 68.0, 64.0, rtol=0.0625)
+    assert not c.close("rel bad", 68.5, 64.0, rtol=0.0625)
+    assert c.close("rel uses |predicted|", -68.0, -64.0, rtol=0.0625)
+    # both tolerances add: 0.25 + 0.125 * 4 = 0.75
+    assert c.close("both ok (boundary)", 4.75, 4.0, rtol=0.125, atol=0.25)
+    assert not c.close("both bad", 4.875, 4.0, rtol=0.125, atol=0.25)
+    assert c.close("exact zero tolerance", 3.0, 3.0, atol=0)
+
+
+def test_bounds_semantics(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    assert c.less("less ok", 1.0, 2.0)
+    assert not c.less("less is strict", 2.0, 2.0)
+    assert c.greater("greater ok", 3.0, 2.0)
+    assert not c.greater("greater is strict", 2.0, 2.0)
+    assert c.within("within ok", 2.0, 1.0, 3.0)
+    assert c.within("within inclusive", 3.0, 1.0, 3.0)
+    assert not c.within("within bad", 3.5, 1.0, 3.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), np.nan, np.float32("nan")])
+def test_nan_fails_every_kind(tmp_path, bad):
+    c = Claims("ch99", "quick", tmp_path)
+    assert not c.close("close", bad, 1.0, atol=1e300)
+    assert not c.close("close predicted nan", 1.0, bad, atol=1e300)
+    assert not c.less("less", bad, 1.0)
+    assert not c.greater("greater", bad, 1.0)
+    assert not c.within("within", bad, -1e300, 1e300)
+    with pytest.raises(ClaimError):
+        c.finish()
+    data = _read(c.path)
+    assert data["n_failed"] == 5 and data["passed"] is False
+    assert data["claims"][0]["measured"] == "nan"  # strict JSON: no bare NaN
+
+
+def test_infinite_measured_fails_close(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    assert not c.close("inf", math.inf, 1.0, rtol=1.0)
+
+
+def test_values_become_python_floats(tmp_path):
+    import jax.numpy as jnp
+
+    c = Claims("ch99", "full", tmp_path)
+    c.close("jax scalar", jnp.float64(2.0), np.array([2.0]), atol=1e-12)
+    c.less("numpy scalar", np.float32(0.5), 1)
+    c.within("bool and int", True, 0, 1)
+    for claim in c.claims:
+        assert type(claim.measured) is float
+    path = c.finish()
+    data = _read(path)
+    assert data["claims"][0]["measured"] == 2.0 and data["claims"][0]["predicted"] == 2.0
+
+
+def test_rejects_arrays_and_bad_arguments(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    with pytest.raises(ValueError, match="scalar"):
+        c.close("vector", np.ones(3), 1.0, atol=1)
+    with pytest.raises(ValueError, match="rtol= or atol="):
+        c.close("no tolerance", 1.0, 1.0)
+    with pytest.raises(ValueError, match="rtol"):
+        c.close("negative tolerance", 1.0, 1.0, rtol=-1e-3)
+    with pytest.raises(ValueError, match="atol"):
+        c.close("nan tolerance", 1.0, 1.0, atol=float("nan"))
+    with pytest.raises(ValueError, match="lo="):
+        c.within("empty interval", 1.0, 2.0, 0.0)
+    with pytest.raises(ValueError):
+        c.less("complex", 1j, 1.0)
+    with pytest.raises(ValueError):
+        Claims("../escape", "quick", tmp_path)
+    with pytest.raises(ValueError):
+        Claims("ch99", "", tmp_path)
+    assert c.claims == []  # nothing half-recorded
+
+
+def test_duplicate_names_raise(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    c.less("same", 0.0, 1.0)
+    with pytest.raises(ValueError, match="duplicate"):
+        c.greater("same", 2.0, 1.0)
+    with pytest.raises(ValueError, match="duplicate"):
+        c.close("same", 1.0, 1.0, atol=1)
+
+
+def test_finish_writes_json_and_returns_path(tmp_path):
+    c = Claims("ch01", "full", tmp_path / "out")
+    c.close("slope", 3.01, 3.0, atol=0.05, note="Thm 1")
+    c.less("cross blocks", 1e-14, 1e-12)
+    c.greater("positive", 1.0, 0.0)
+    c.within("window", 0.5, 0.0, 1.0)
+    path = c.finish()
+    assert path == tmp_path / "out" / "claims" / "ch01.json"
+    data = _read(path)
+    assert data["chapter"] == "ch01" and data["fidelity"] == "full"
+    assert data["passed"] is True and data["n_claims"] == 4 and data["n_failed"] == 0
+    first = data["claims"][0]
+    assert first["name"] == "slope" and first["kind"] == "close" and first["note"] == "Thm 1"
+    assert first["predicted"] == 3.0 and first["atol"] == 0.05 and first["rtol"] is None
+    assert first["passed"] is True and math.isclose(first["error"], 0.01)
+    assert data["claims"][1]["hi"] == 1e-12 and data["claims"][2]["lo"] == 0.0
+    assert [k["kind"] for k in data["claims"]] == ["close", "less", "greater", "within"]
+    # atomic write: no temporary files left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ch01.json"]
+
+
+def test_failure_names_every_failed_claim_and_still_writes(tmp_path):
+    c = Claims("ch05", "quick", tmp_path)
+    c.close("plateau time", 12.5, 10.0, rtol=0.1)
+    c.less("gap", 0.3, 0.1)
+    c.greater("fine", 2.0, 1.0)
+    with pytest.raises(ClaimError) as info:
+        c.finish()
+    msg = str(info.value)
+    assert "ch05" in msg and "2 of 3" in msg
+    assert "plateau time" in msg and "12.5" in msg and "10" in msg
+    assert "gap" in msg and "0.3" in msg and "< 0.1" in msg
+    assert "fine" not in msg
+    assert isinstance(info.value, AssertionError)
+    data = _read(c.path)
+    assert data["passed"] is False and data["n_failed"] == 2
+    assert [x["passed"] for x in data["claims"]] == [False, False, True]
+
+
+def test_no_claims_is_a_failure(tmp_path):
+    c = Claims("ch02", "quick", tmp_path)
+    with pytest.raises(ClaimError, match="no claims"):
+        c.finish()
+    assert _read(c.path)["passed"] is False
+
+
+def test_finish_overwrites_previous_file(tmp_path):
+    c = Claims("ch03", "quick", tmp_path)
+    c.less("a", 0.0, 1.0)
+    c.finish()
+    c2 = Claims("ch03", "quick", tmp_path)
+    c2.less("b", 0.0, 1.0)
+    c2.finish()
+    assert [x["name"] for x in _read(c2.path)["claims"]] == ["b"]
+
+
+def test_table_renders(tmp_path):
+    c = Claims("ch01", "quick", tmp_path)
+    c.close("a <b>", 1.0, 1.0, atol=1e-3, note="x | y")
+    c.less("c", 2.0, 1.0)
+    table = c.table()
+    html = table._repr_html_()
+    assert "<table" in html and "a &lt;b&gt;" in html and "FAIL" in html and "1 of 2 pass" in html
+    md = table._repr_markdown_()
+    assert md.splitlines()[0].startswith("| claim") and "x \\| y" in md
+    text = str(table)
+    assert "a <b>" in text and "pass" in text

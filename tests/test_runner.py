@@ -1,0 +1,342 @@
+"""The book runner (nqf.runner): chapters, claims, staleness, site builds, the toc.
+
+Everything that executes notebooks or builds a site runs against a temporary
+copy of the repository (``tmp_repo``), never against the real ``_build/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nqf import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
+CH01 = "ch01_neural_quadratic_form"  # the name book/_toc.yml lists first
+
+
+# ------------------------------------------------------------------ helpers
+def make_notebook(path: Path, body: list[str], *, params: str | None = None, title: str = "Dummy chapter"):
+    """Write a chapter notebook: a title, a parameters cell, then ``body`` code cells."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cell = nbformat.v4.new_code_cell(
+        params if params is not None else 'fidelity = "full"\nout_dir = "../_build/output/full"\nseed = 0'
+    )
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nSee {{cite}}`ziyin2026nqf`."), cell]
+    nb.cells += [nbformat.v4.new_code_cell(src) for src in body]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def passing(chapter: str = "ch01") -> list[str]:
+    """Cells of a chapter that draws a figure and whose two claims hold."""
+    return [
+        "import matplotlib.pyplot as plt\n"
+        "from nqf.claims import Claims\n"
+        "from nqf.style import use_style, savefig, THEORY_KW, MEASURED_KW\n"
+        "use_style()\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.plot([0, 1], [0, 1], **THEORY_KW, label='theory')\n"
+        "ax.plot([0, 1], [0, 1], **MEASURED_KW, label='measured')\n"
+        "ax.set_xlabel('t (rescaled)'); ax.legend()\n"
+        f"paths = savefig(fig, 'dummy', chapter={chapter!r}, out_dir=out_dir)",
+        f"claims = Claims({chapter!r}, fidelity, out_dir)\n"
+        "claims.close('seed echoes', seed, seed, atol=0)\n"
+        "claims.less('tiny', 1e-20, 1e-12)\n"
+        "claims.table()",
+        "claims.finish()",
+    ]
+
+
+PASSING = passing()
+
+FAILING_CLAIM = [
+    "from nqf.claims import Claims\n"
+    "claims = Claims('ch03', fidelity, out_dir)\n"
+    "claims.close('slope equals three', 2.5, 3.0, atol=0.1)\n"
+    "claims.less('this one holds', 0.0, 1.0)\n"
+    "claims.finish()",
+]
+
+CELL_ERROR = ["x = 1\n", "y = 1 / 0"]
+
+NO_CLAIMS = ["print('forgot the claims cell')"]
+
+
+@pytest.fixture
+def tmp_repo(tmp_path):
+    """A copy of the repository's book and package, without notebooks or _build."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("_config.yml", "pyproject.toml", "requirements-lock.txt"):
+        shutil.copy2(ROOT / name, repo / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_build")
+    shutil.copytree(ROOT / "nqf", repo / "nqf", ignore=ignore)
+    shutil.copytree(ROOT / "book", repo / "book", ignore=ignore)
+    (repo / "notebooks").mkdir()
+    return repo
+
+
+def run(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = os.environ.copy()
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [sys.executable, "-m", "nqf.runner", "--root", str(repo), *args],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def out(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------- pure helpers
+def test_parse_parameter():
+    assert runner.parse_parameter("n=100") == ("n", 100)
+    assert runner.parse_parameter("eta=1e-3") == ("eta", 1e-3)
+    assert runner.parse_parameter("flag=True") == ("flag", True)
+    assert runner.parse_parameter("sizes=[1, 2]") == ("sizes", [1, 2])
+    assert runner.parse_parameter("name=adam") == ("name", "adam")
+    assert runner.parse_parameter("name='1'") == ("name", "1")
+    for bad in ("novalue", "1x=3", "fidelity=quick", "out_dir=/tmp"):
+        with pytest.raises(runner.RunnerError):
+            runner.parse_parameter(bad)
+
+
+def test_select_chapters(tmp_path):
+    paths = [tmp_path / f"{s}.ipynb" for s in ("ch01_a", "ch02_b", "ch10_c")]
+    assert runner.select_chapters(paths, []) == paths
+    assert runner.select_chapters(paths, ["ch02"]) == [paths[1]]
+    assert runner.select_chapters(paths, ["ch10_c", "ch01"]) == [paths[0], paths[2]]
+    assert runner.select_chapters(paths, ["notebooks/ch01_a.ipynb"]) == [paths[0]]
+    with pytest.raises(runner.RunnerError, match="matches no chapter"):
+        runner.select_chapters(paths, ["ch03"])
+
+
+def test_parameter_names(tmp_path):
+    nb = nbformat.read(make_notebook(tmp_path / "ch01_x.ipynb", []), as_version=4)
+    assert runner.parameter_names(nb) == ["fidelity", "out_dir", "seed"]
+    nb.cells[1].metadata["tags"] = []
+    with pytest.raises(runner.RunnerError, match="tagged 'parameters'"):
+        runner.parameter_names(nb)
+
+
+def test_cache_key_depends_on_everything(tmp_path):
+    nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"])
+    base = runner.cache_key(nb, "tree", "quick", {})
+    assert base == runner.cache_key(nb, "tree", "quick", {})
+    assert base != runner.cache_key(nb, "tree2", "quick", {})
+    assert base != runner.cache_key(nb, "tree", "full", {})
+    assert base != runner.cache_key(nb, "tree", "quick", {"seed": 1})
+    make_notebook(nb, ["pass  # edited"])
+    assert base != runner.cache_key(nb, "tree", "quick", {})
+
+
+def test_source_tree_hash_sees_every_package_file(tmp_repo):
+    h0 = runner.source_tree_hash(tmp_repo)
+    (tmp_repo / "nqf" / "__pycache__").mkdir(exist_ok=True)
+    (tmp_repo / "nqf" / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    assert runner.source_tree_hash(tmp_repo) == h0  # caches do not count
+    (tmp_repo / "nqf" / "new_module.py").write_text("X = 1\n")
+    h1 = runner.source_tree_hash(tmp_repo)
+    assert h1 != h0
+    (tmp_repo / "requirements-lock.txt").write_text("changed\n")
+    assert runner.source_tree_hash(tmp_repo) != h1
+
+
+# ------------------------------------------------------ the real repository
+def test_every_toc_entry_exists():
+    docs = runner.toc_documents(ROOT)
+    assert docs[0] == "book/intro"
+    for doc in docs:
+        assert any((ROOT / f"{doc}{s}").is_file() for s in (".md", ".ipynb")), f"toc lists missing {doc}"
+    assert runner.check_toc(ROOT, runner.discover_chapters(ROOT)) == []
+
+
+def test_every_chapter_is_in_the_toc():
+    docs = set(runner.toc_documents(ROOT))
+    for nb in CHAPTERS:
+        assert f"notebooks/{nb.stem}" in docs, f"{nb.name} is not listed in book/_toc.yml"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_source_notebook_is_clean_and_parameterised(path):
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name}: cell {i} has outputs (commit notebooks without outputs)"
+            assert cell.execution_count is None, f"{path.name}: cell {i} has an execution count"
+    names = runner.parameter_names(nb)
+    assert "fidelity" in names and "out_dir" in names
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0]
+    assert 'fidelity = "full"' in tagged.source, "the default fidelity must be full"
+
+
+# ------------------------------------------------------ executing chapters
+def test_passing_chapter_then_cache_then_staleness(tmp_repo):
+    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    assert "[1/1]" in p.stdout and "ok, 2 claims hold" in p.stdout
+    claims = json.loads((tmp_repo / "_build/output/quick/claims/ch01.json").read_text())
+    assert claims["passed"] and claims["fidelity"] == "quick" and claims["n_claims"] == 2
+    assert (tmp_repo / "_build/output/quick/figures/ch01/dummy.png").is_file()
+    assert (tmp_repo / "_build/output/quick/figures/ch01/dummy.svg").is_file()
+    executed = nbformat.read(tmp_repo / f"_build/executed/quick/{CH01}.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and 'fidelity = "quick"' in injected[0].source
+    assert str(tmp_repo / "_build" / "output" / "quick") in injected[0].source  # absolute out_dir
+    timings = json.loads((tmp_repo / "_build/output/quick/timings.json").read_text())
+    assert timings["chapters"][CH01]["seconds"] > 0 and timings["chapters"][CH01]["cached"] is False
+
+    # unchanged: reused
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "up to date" in p.stdout, out(p)
+
+    # a change anywhere in nqf/ re-executes
+    (tmp_repo / "nqf" / "_touched.py").write_text("# changed\n")
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+
+    # deleted outputs re-execute
+    (tmp_repo / "_build/output/quick/figures/ch01/dummy.png").unlink()
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+    assert (tmp_repo / "_build/output/quick/figures/ch01/dummy.png").is_file()
+
+    # other parameters re-execute, and unknown parameters are refused
+    p = run(tmp_repo, "--fidelity", "quick", "--only", "ch01", "-p", "seed=3")
+    assert p.returncode == 0 and "ok" in p.stdout, out(p)
+    claims = json.loads((tmp_repo / "_build/output/quick/claims/ch01.json").read_text())
+    assert claims["claims"][0]["measured"] == 3.0
+    p = run(tmp_repo, "--fidelity", "quick", "-p", "sede=3")
+    assert p.returncode == 2 and "no parameter sede" in p.stderr
+    p = run(tmp_repo, "--build", "--only", "ch01")
+    assert p.returncode == 2 and "--build" in p.stderr
+
+
+def test_failed_claim_names_chapter_and_claim(tmp_repo):
+    make_notebook(tmp_repo / "notebooks" / "ch03_bad_claim.ipynb", FAILING_CLAIM)
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 1, out(p)
+    assert "ch03_bad_claim" in p.stderr
+    assert "slope equals three" in p.stderr and "2.5" in p.stderr and "3.0" in p.stderr
+    assert "this one holds" not in p.stderr
+    assert not (tmp_repo / "_build/executed/quick/ch03_bad_claim.ipynb").exists()
+    assert (tmp_repo / "_build/executed/quick/failed/ch03_bad_claim.ipynb").exists()
+    data = json.loads((tmp_repo / "_build/output/quick/claims/ch03.json").read_text())
+    assert data["n_failed"] == 1
+    timings = json.loads((tmp_repo / "_build/output/quick/timings.json").read_text())
+    assert timings["chapters"]["ch03_bad_claim"]["status"] == "failed"
+
+
+def test_cell_error_and_missing_claims_name_the_chapter(tmp_repo):
+    make_notebook(tmp_repo / "notebooks" / "ch01_ok.ipynb", PASSING)
+    make_notebook(tmp_repo / "notebooks" / "ch02_cell_error.ipynb", CELL_ERROR)
+    make_notebook(tmp_repo / "notebooks" / "ch04_no_claims.ipynb", NO_CLAIMS)
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 1, out(p)
+    assert "2 chapter(s) failed" in p.stderr
+    assert "ch02_cell_error" in p.stderr and "ZeroDivisionError" in p.stderr
+    assert "ch04_no_claims" in p.stderr and "no claims file" in p.stderr
+    assert "ch01_ok: ok" in p.stdout  # keeps going past a failure by default
+    p = run(tmp_repo, "--fidelity", "quick", "--fail-fast", "--force")
+    assert p.returncode == 1 and "1 chapter(s) failed" in p.stderr and "ch04" not in p.stdout
+
+
+def test_wrong_fidelity_in_claims_fails(tmp_repo):
+    body = ["from nqf.claims import Claims\nc = Claims('ch01', 'full', out_dir)\n"
+            "c.less('x', 0, 1)\nc.finish()"]
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", body)
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 1 and "is for fidelity 'full'" in p.stderr, out(p)
+
+
+def test_missing_parameters_cell_is_a_usage_error(tmp_repo):
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["pass"], params="seed = 0")
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 2 and "ch01_x" in p.stderr and "fidelity" in p.stderr
+
+
+# --------------------------------------------------------------- the site
+def test_site_build_swaps_only_on_success(tmp_repo):
+    """The real _config.yml, book pages and toc, with a dummy notebook for every listed chapter."""
+    site = tmp_repo / "_build" / "html-quick"
+    site.mkdir(parents=True)
+    (site / "sentinel.html").write_text("last good site")
+    listed = [d.split("/", 1)[1] for d in runner.toc_documents(ROOT) if d.startswith("notebooks/")]
+    assert CH01 in listed
+
+    # 1. a failing chapter: nothing is built
+    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", CELL_ERROR)
+    for stem in listed:
+        if stem != CH01:
+            make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", passing(runner.chapter_id(stem)))
+    p = run(tmp_repo, "--fidelity", "quick", "--build", "--fail-fast")
+    assert p.returncode == 1 and CH01 in p.stderr and "previous site is unchanged" in p.stderr, out(p)
+    assert (site / "sentinel.html").read_text() == "last good site"
+
+    # 2. chapters pass but Sphinx warns (broken cross-reference): build fails, site kept
+    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
+    intro = tmp_repo / "book" / "intro.md"
+    good_intro = intro.read_text()
+    intro.write_text(good_intro + "\nSee {doc}`no-such-page`.\n")
+    p = run(tmp_repo, "--fidelity", "quick", "--build")
+    assert p.returncode == 3, out(p)
+    assert "no-such-page" in p.stderr and "previous site is unchanged" in p.stderr
+    assert (site / "sentinel.html").read_text() == "last good site"
+    assert not list((tmp_repo / "_build").glob(".site-*")), "temporary build left behind"
+
+    # 3. a good build replaces the site as a whole
+    intro.write_text(good_intro)
+    p = run(tmp_repo, "--fidelity", "quick", "--build")
+    assert p.returncode == 0, out(p)
+    assert not (site / "sentinel.html").exists()
+    assert (site / "index.html").is_file()
+    page = (site / "notebooks" / f"{CH01}.html").read_text()
+    # launch and download links point at files of the repository / the build
+    assert f"urlpath=lab/tree/notebooks/{CH01}.ipynb" in page
+    assert f"colab.research.google.com/github/nqf-book/nqf/blob/main/notebooks/{CH01}.ipynb" in page
+    assert f"_sources/notebooks/{CH01}.ipynb" in page
+    assert (site / "_sources" / "notebooks" / f"{CH01}.ipynb").is_file()
+    assert "1 of 2 pass" not in page and "2 of 2 pass" in page  # the executed claims table
+    api = (site / "book" / "api.html").read_text()
+    assert 'id="nqf.claims.Claims"' in api
+    repro = (site / "book" / "reproduce.html").read_text()
+    assert "Not measured yet in this build" in repro
+    assert not (tmp_repo / "_build" / "html").exists()  # quick never overwrites the full site
+
+
+def test_reproduce_page_shows_measured_benchmarks(tmp_repo):
+    bench = {
+        "date": "2026-01-01", "machine": {"cpus": 2, "platform": "test", "python": "3.11"},
+        "cold_jax_cache": True,
+        "chapters": {CH01: {"quick": 12.5, "full": 130.0}},
+        "budgets": [{"what": "`make test`", "seconds": 300.0, "budget_seconds": 900.0, "passed": True}],
+    }
+    (tmp_repo / "_build" / "output").mkdir(parents=True)
+    (tmp_repo / "_build" / "output" / "benchmarks.json").write_text(json.dumps(bench))
+    md = runner._timings_markdown(tmp_repo, "full")
+    assert f"| `{CH01}` | 12.5 s | 2.2 min |" in md
+    assert "| `make test` | 5.0 min | 15.0 min | yes |" in md
+    assert "Not measured" not in md
+
+
+def test_intro_links_exactly_the_published_chapters():
+    import re
+
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\(\.\./(notebooks/ch\w+)\.ipynb\)", intro))
+    published = {d for d in runner.toc_documents(ROOT) if d.startswith("notebooks/")}
+    assert linked == published, "book/intro.md's chapter table and book/_toc.yml disagree"
