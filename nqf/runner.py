@@ -719,6 +719,15 @@ def _prepare_environment(root: Path) -> None:
     pp = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *([pp] if pp else [])])
     Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+    # Pin the kernel to this interpreter: a user-level "python3" kernelspec (which
+    # Jupyter would otherwise prefer) may point at another environment.
+    spec_dir = root / "_build" / "jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"Python 3 (nqf, {sys.executable})", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    jp = os.environ.get("JUPYTER_PATH", "")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join([str(root / "_build" / "jupyter"), *([jp] if jp else [])])
 
 
 def main(argv: Optional[list[str]] = None) -> int:
