@@ -113,12 +113,12 @@ def representation(W: Float[ArrayLike, "p d"], C: Float[ArrayLike, "*o n1 n2"]) 
 class FeedforwardForm(NamedTuple):
     """Eqs. (17)–(19) for one module, one input and one weight matrix."""
 
-    C: Array  #: (*o, n1, n2) the block of Eq. (17)
+    C: Array  #: ``(*o, n1, n2)``: the block of Eq. (17)
     Z1: Array  #: (n1, d) first parameter group of every neuron
     Z2: Array  #: (n2, d) second parameter group
     effective: Array  #: (n2, n1) the effective matrix Z2 Z1^T
-    h: Array  #: (*o, d, n2) the representation Z1^T C (Eq. 19)
-    output: Array  #: (*o,) Tr[Z2 Z1^T C] = Tr[W W^T A]
+    h: Array  #: ``(*o, d, n2)``: the representation Z1^T C (Eq. 19)
+    output: Array  #: ``(o,)`` or scalar: Tr[Z2 Z1^T C] = Tr[W W^T A]
 
 
 def feedforward_form(arch: Architecture, x: Input, W: Float[ArrayLike, "p d"], n1: int) -> FeedforwardForm:
