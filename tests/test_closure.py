@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jaxtyping import TypeCheckError
 
 import nqf
 from nqf.closure import (
@@ -21,19 +20,7 @@ from nqf.closure import (
     weight_outputs,
     weights_from_statistics,
 )
-
-BAD_INPUT = (ValueError, TypeCheckError)
-
-
-def _general_nqf(seed=0, m=6, p=4):
-    rng = np.random.default_rng(seed)
-    sym = lambda a: 0.5 * (a + np.swapaxes(a, -1, -2))  # noqa: E731
-    As = sym(rng.normal(size=(m, p, p)))
-    Bs = 0.3 * sym(rng.normal(size=(m, p, p)))
-    gs = 0.5 * rng.normal(size=(m, p))
-    f0 = 0.1 * rng.normal(size=m)
-    ys = rng.normal(size=m)
-    return [jnp.asarray(a) for a in (As, Bs, gs, f0, ys)]
+from helpers import BAD_INPUT, general_nqf_data
 
 
 def test_weights_from_statistics_reproduce_M_and_mu():
@@ -63,7 +50,7 @@ def test_same_statistics_changes_neurons_not_statistics():
 
 @pytest.mark.parametrize("beta, wd", [(0.0, 0.0), (0.9, 0.0), (0.0, 0.1), (0.8, 0.05)])
 def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
-    As, Bs, gs, f0, ys = _general_nqf()
+    As, Bs, gs, f0, ys = general_nqf_data()
     m, p = ys.shape[0], As.shape[1]
     d, eta, steps = 6, 0.004, 25
     Wa = 0.4 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
@@ -90,7 +77,7 @@ def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
 
 
 def test_single_momentum_step_tracks_the_buffer():
-    As, Bs, gs, f0, ys = _general_nqf(seed=5)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=5)
     p, d = As.shape[1], 5
     W = 0.5 * jnp.asarray(np.random.default_rng(6).normal(size=(p, d)))
     V = jnp.zeros_like(W)
@@ -108,7 +95,7 @@ def test_single_momentum_step_tracks_the_buffer():
 
 
 def test_adam_breaks_the_closure():
-    As, Bs, gs, f0, ys = _general_nqf(seed=7)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=7)
     p, d, steps = As.shape[1], 6, 30
     Wa = 0.4 * jnp.asarray(np.random.default_rng(8).normal(size=(p, d)))
     Wb = same_statistics(Wa, seed=9)
@@ -125,7 +112,7 @@ def test_adam_breaks_the_closure():
 
 
 def test_step_prediction_error_needs_eta_squared_terms():
-    As, Bs, gs, f0, ys = _general_nqf(seed=10)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=10)
     m, p, d, eta, steps = ys.shape[0], As.shape[1], 5, 0.02, 12
     W = 0.5 * jnp.asarray(np.random.default_rng(11).normal(size=(p, d)))
     batches = jnp.asarray(np.random.default_rng(12).integers(0, m, size=(steps, 2)))
@@ -139,7 +126,7 @@ def test_step_prediction_error_needs_eta_squared_terms():
 
 
 def _momentum_args(**over):
-    As, Bs, gs, f0, ys = _general_nqf()
+    As, Bs, gs, f0, ys = general_nqf_data()
     p = As.shape[1]
     args = dict(M0=np.eye(p), mu0=np.ones(p), As=np.asarray(As), ys=np.asarray(ys),
                 batches=np.zeros((2, 2), dtype=int), eta=0.01, d=4, beta=0.9, weight_decay=0.0,
@@ -191,7 +178,7 @@ def test_same_statistics_and_prediction_reject_bad_input():
         same_statistics(np.ones((3, 2)))
     with pytest.raises(BAD_INPUT, match="W"):
         same_statistics(np.ones(3))
-    As, Bs, gs, f0, ys = _general_nqf()
+    As, Bs, gs, f0, ys = general_nqf_data()
     Ms, mus = np.stack([np.eye(4)] * 3), np.zeros((3, 4))
     with pytest.raises(BAD_INPUT, match="batches"):
         step_prediction_error(Ms, mus, As, ys, np.zeros((5, 2), dtype=int), eta=0.1, d=3)

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jaxtyping import TypeCheckError
 
 import nqf
 from nqf.closure import statistics, weight_outputs
@@ -19,8 +18,7 @@ from nqf.compression import (
     structure_span,
     update_lipschitz,
 )
-
-BAD_INPUT = (ValueError, TypeCheckError)
+from helpers import BAD_INPUT
 
 
 def _low_rank_nqf(seed=0, m=8, p=9, k=3):

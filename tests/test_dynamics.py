@@ -8,25 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jaxtyping import TypeCheckError
 
-# Shape errors surface as jaxtyping's TypeCheckError under the test-time type checker
-# (pytest --jaxtyping-packages) and as nqf's ValueError otherwise; both name the argument.
-BAD_INPUT = (ValueError, TypeCheckError)
 
 import nqf
 from nqf.data import orthogonal_features_dataset
-
-
-def _general_nqf_data(seed=0, m=7, p=4):
-    rng = np.random.default_rng(seed)
-    sym = lambda a: 0.5 * (a + np.swapaxes(a, -1, -2))
-    As = sym(rng.normal(size=(m, p, p)))
-    Bs = 0.3 * sym(rng.normal(size=(m, p, p)))
-    gs = 0.5 * rng.normal(size=(m, p))
-    f0 = 0.1 * rng.normal(size=m)
-    ys = rng.normal(size=m)
-    return [jnp.asarray(a) for a in (As, Bs, gs, f0, ys)]
+from helpers import BAD_INPUT, general_nqf_data
 
 
 def _same_order_parameters(W, seed=1):
@@ -40,7 +26,7 @@ def _same_order_parameters(W, seed=1):
 
 
 def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters():
-    As, Bs, gs, f0, ys = _general_nqf_data()
+    As, Bs, gs, f0, ys = general_nqf_data(m=7)
     m, p = ys.shape[0], As.shape[1]
     d, eta, steps, b = 6, 0.02, 40, 3
     Wa = 0.3 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
@@ -66,7 +52,7 @@ def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters
 
 
 def test_eta_squared_terms_are_needed():
-    As, Bs, gs, f0, ys = _general_nqf_data(seed=4)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=4, m=7)
     p, d, eta = As.shape[1], 5, 0.05
     W = 0.5 * jnp.asarray(np.random.default_rng(5).normal(size=(p, d)))
     M, mu = W @ W.T, W.sum(axis=1)

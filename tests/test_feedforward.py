@@ -19,8 +19,8 @@ from nqf.feedforward import (  # noqa: E402
     split_weights,
 )
 from nqf.modules import feedforward_structure, phase_retrieval, two_layer_mlp  # noqa: E402
+from helpers import BAD_INPUT
 
-BAD_INPUT = (ValueError, TypeCheckError)
 KEY = jax.random.PRNGKey(0)
 
 

@@ -7,28 +7,15 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import TypeCheckError
 
 from nqf.closure import nqf_momentum, statistics, weight_outputs
 from nqf.ntk import empirical_ntk, ntk, ntk_change, ntk_trajectory, width_scaled
-
-BAD_INPUT = (ValueError, TypeCheckError)
-
-
-def _general_nqf(seed=0, m=6, p=4):
-    rng = np.random.default_rng(seed)
-    sym = lambda a: 0.5 * (a + np.swapaxes(a, -1, -2))  # noqa: E731
-    As = sym(rng.normal(size=(m, p, p)))
-    Bs = 0.3 * sym(rng.normal(size=(m, p, p)))
-    gs = 0.5 * rng.normal(size=(m, p))
-    f0 = 0.1 * rng.normal(size=m)
-    ys = rng.normal(size=m)
-    return [jnp.asarray(a) for a in (As, Bs, gs, f0, ys)]
+from helpers import BAD_INPUT, general_nqf_data
 
 
 @pytest.mark.parametrize("general", [True, False])
 def test_eq_245_equals_autodiff_ntk(general):
-    As, Bs, gs, f0, _ = _general_nqf()
+    As, Bs, gs, f0, _ = general_nqf_data()
     if not general:
         gs = Bs = None
     for seed, d in ((1, 3), (2, 7)):
@@ -51,7 +38,7 @@ def test_empirical_ntk_of_a_module_and_trajectory():
     K = empirical_ntk(fn, W)
     J = jax.jacrev(fn)(W).reshape(5, -1)
     np.testing.assert_allclose(K, J @ J.T, atol=1e-12)
-    As, Bs, gs, f0, ys = _general_nqf(seed=5)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=5)
     Ws = jnp.asarray(np.random.default_rng(6).normal(size=(3, 4, 5)))
     Ms, mus = jax.vmap(statistics)(Ws)
     traj = ntk_trajectory(Ms, mus, As, d=5, gs=gs, Bs=Bs)
@@ -64,7 +51,7 @@ def test_empirical_ntk_of_a_module_and_trajectory():
 
 
 def test_width_scaling_lazy_vs_feature_learning():
-    As, Bs, gs, f0, ys = _general_nqf(seed=7, m=8, p=3)
+    As, Bs, gs, f0, ys = general_nqf_data(seed=7, m=8, p=3)
     As, Bs = 0.3 * As, 0.3 * Bs
     A_, g_, B_ = width_scaled(As, gs, Bs, d=16, alpha_A=0.5, alpha_B=1.5)
     np.testing.assert_allclose(A_, As / 4)
@@ -88,7 +75,7 @@ def test_width_scaling_lazy_vs_feature_learning():
 
 
 def test_bad_input_is_named():
-    As, Bs, gs, f0, ys = _general_nqf()
+    As, Bs, gs, f0, ys = general_nqf_data()
     M, mu = np.eye(4), np.zeros(4)
     with pytest.raises(BAD_INPUT, match="d"):
         ntk(M, mu, As, d=0)

@@ -7,13 +7,12 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import TypeCheckError
 
 import nqf
 from nqf import implicit, riccati, solvable
 from nqf.data import random_orthogonal
+from helpers import BAD_INPUT
 
-BAD_INPUT = (ValueError, TypeCheckError)
 TOL = 1e-8  # closed form vs Tsit5 at rtol 1e-10 (relative trajectory error)
 
 

@@ -7,12 +7,11 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxtyping import TypeCheckError
 
 import nqf
 from nqf import riccati, solvable, sudden
+from helpers import BAD_INPUT
 
-BAD_INPUT = (ValueError, TypeCheckError)
 R3 = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
 
 

@@ -30,8 +30,8 @@ from nqf.quadratic_rows import (  # noqa: E402
     word_context_embedding,
 )
 from nqf.table3 import TABLE3, Table3Row, check_row, to_nqf_weights  # noqa: E402
+from helpers import BAD_INPUT
 
-BAD_INPUT = (ValueError, TypeCheckError)
 ROWS = {row.key: row for row in TABLE3}
 SCALES = np.logspace(-3, -1, 5)
 
