@@ -76,7 +76,7 @@ from .solvable import commuting_dataset as commuting_dataset
 from .solvable import proportional_dataset as proportional_dataset
 from .solvable import orthogonal_samples_dataset as orthogonal_samples_dataset
 from .solvable import orthogonal_features_data as orthogonal_features_data
-from .solvable import growth_and_competition as growth_and_competition
+from .lotka_volterra import growth_and_competition as growth_and_competition
 from .solvable import breaking_direction as breaking_direction
 from .solvable import gradient_flow_batch as gradient_flow_batch
 from .solvable import trajectory_error as trajectory_error

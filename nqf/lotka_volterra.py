@@ -73,8 +73,7 @@ def lv_coefficients(As: StructureStack, ys: Targets, *, tol: float = 1e-9) -> Lo
     """Reduce a commuting dataset to the Lotka–Volterra coefficients ``(r, C)`` of Eq. (32)."""
     m, _ = check_dataset(As, ys)
     P, lam = commuting_eigenbasis(As, tol=tol)
-    r = 8.0 / m * lam.T @ jnp.asarray(ys)
-    C = 8.0 / m * lam.T @ lam
+    r, C = growth_and_competition(lam, ys)
     return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)
 
 
@@ -135,24 +134,42 @@ def logistic_solution(t, r, C_kk, z0) -> Float[Array, "..."]:
     return jnp.where(r == 0, z0 / (1.0 + C_kk * z0 * t), logistic)
 
 
-def switch_on_time(r, C_kk, z0):
-    r"""Exact switch-on time of a logistic mode: the time at which $z_k$ reaches half
-    of its final value $r_k/C_{kk}$,
+def switch_on_time(r, C_kk, z0, *, a: float = 1.0, rho: float = 0.5):
+    r"""Exact switch-on time of a logistic mode, Eq. (158): the time at which $z_k$ reaches the
+    fraction $\rho$ of its final value,
 
-    $$ t^*_k = \frac{1}{r_k}\ln\Big(\frac{r_k}{C_{kk}z_k(0)} - 1\Big), $$
+    $$ t^*_k = \frac{1}{a\zeta_k}\ln\Big(\frac{\zeta_k - C_k z_k(0)}{C_k z_k(0)}\,\frac{\rho}{1-\rho}\Big), $$
 
-    the finite-$\epsilon$ form of Eq. (158); for $z_k(0)\to 0$ it tends to
-    $\frac{1}{r_k}\ln\frac{r_k}{C_{kk}z_k(0)}$ (the lines of Fig. 3) and to
-    $\ln(1/\epsilon)/r_k$ (Eq. 153 with $a=1$). Requires $0 < C_{kk}z_k(0) < r_k/2$.
+    with $(\zeta_k, C_k, a) = (r_k, C_{kk}, 1)$ under Theorem 6 (Eq. 39) and $(\gamma_k, 4c, 2)$
+    under Theorem 7 (Eq. 42). At $\rho = \tfrac12$, $a = 1$ it is
+    $\frac1{r_k}\ln\big(\frac{r_k}{C_{kk}z_k(0)} - 1\big)$; for $z_k(0) = c_k\epsilon\to 0$ it tends to
+    $\ln(1/\epsilon)/(a\zeta_k)$ (Eq. 153); the lines of Fig. 3 drop the $-1$.
+    Requires a growing mode that starts below $\rho$ of its final value.
     """
-    r, C_kk, z0 = (np.asarray(a, dtype=float) for a in (r, C_kk, z0))
-    ratio = r / (C_kk * z0)
-    if np.any(~np.isfinite(ratio)) or np.any(ratio <= 2):
+    check_positive("a", a)
+    if not 0 < rho < 1:
+        raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
+    r, C_kk, z0 = (np.asarray(v, dtype=float) for v in (r, C_kk, z0))
+    arg = (r - C_kk * z0) / (C_kk * z0) * rho / (1 - rho)
+    if np.any(~np.isfinite(arg)) or np.any(arg <= 1) or np.any(r <= 0):
         raise ValueError(
-            "`switch_on_time` needs r > 0 and 0 < C_kk*z0 < r/2 (the mode must start below half "
-            f"its final value); got r/(C_kk z0) = {ratio}."
+            "`switch_on_time` needs a growing mode (r > 0, 0 < C_kk z0 < r) that starts below "
+            f"rho = {rho} of its final value r/C_kk; got r/(C_kk z0) = {r / (C_kk * z0)}."
         )
-    return np.log(ratio - 1.0) / r
+    return np.log(arg) / (a * r)
+
+
+def growth_and_competition(
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"]
+) -> tuple[Float[Array, " p"], Float[Array, "p p"]]:
+    r"""Lotka–Volterra coefficients of Eq. (32) in a known eigenbasis:
+    $r_k = \frac8m\sum_\mu\lambda_{\mu,k}y_\mu$, $C_{kj} = \frac8m\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j}$
+    (Eq. 37 on the diagonal), in the order of the columns of ``lambdas``."""
+    lam = jnp.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
+    check_shape("ys", ys, (lam.shape[0],), "one target per sample")
+    m = lam.shape[0]
+    return 8.0 / m * lam.T @ jnp.asarray(ys, dtype=float), 8.0 / m * lam.T @ lam
 
 
 def switch_on_time_asymptotic(zeta, eps, a: float = 1.0):
@@ -183,6 +200,7 @@ __all__ = [
     "LotkaVolterra",
     "commuting_eigenbasis",
     "features",
+    "growth_and_competition",
     "logistic_solution",
     "lv_coefficients",
     "lv_flow",

@@ -27,6 +27,7 @@ from jaxtyping import Array, Float
 from ._checks import check_finite, check_ndim, check_shape
 from ._types import ArrayLike, Matrix, StructureStack
 from .data import random_orthogonal
+from .lotka_volterra import growth_and_competition
 from .dynamics import require_x64
 from .implicit import implicit_xi
 from .model import check_dataset, check_order_parameter, flow_field
@@ -108,17 +109,6 @@ def orthogonal_features_data(
     As, ys = orthogonal_features_dataset(r, C_kk, seed)
     lam = np.einsum("mii->mi", np.asarray(As))
     return commuting_dataset(lam, ys, P=P, seed=rotate_seed)
-
-
-def growth_and_competition(lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"]) -> tuple[Float[Array, " p"], Float[Array, "p p"]]:
-    r"""Lotka–Volterra coefficients of Eq. (32) in a known eigenbasis:
-    $r_k = \frac8m\sum_\mu\lambda_{\mu,k}y_\mu$, $C_{kj} = \frac8m\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j}$
-    (Eq. 37 on the diagonal). Unlike :func:`nqf.lv_coefficients` it keeps the order of ``lambdas``."""
-    lam = jnp.asarray(lambdas, dtype=float)
-    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
-    check_shape("ys", ys, (lam.shape[0],), "one target per sample")
-    m = lam.shape[0]
-    return 8.0 / m * lam.T @ jnp.asarray(ys, dtype=float), 8.0 / m * lam.T @ lam
 
 
 _KINDS = ("commuting", "proportional", "orthogonal_samples", "orthogonal_features", "feedforward")

@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 from ._checks import check_ndim, check_positive, check_shape
 from ._types import ArrayLike, StructureStack, Targets
 from .dynamics import require_x64, solve_ode, train_weights
+from .lotka_volterra import switch_on_time
 from .model import check_dataset, mse_loss
 from .implicit import fixed_point, implicit_time
 from .solvable import SolvableData, orthogonal_samples_dataset
@@ -118,21 +119,8 @@ def sample_switch_on_logistic(
 
 
 # ------------------------------------------------------------------ feature-wise switch-on
-def feature_switch_on_time(zeta, C, z0, a: float = 1.0, rho: float = 0.5):
-    r"""Eq. (158) at fraction $\rho$: the time at which $z_k = \rho\,z_k(\infty)$ for the logistic
-    of Eq. (155), $t^*_k = \frac1{a\zeta_k}\ln\big(\frac{\zeta_k - C_kz_k(0)}{C_kz_k(0)}\frac{\rho}{1-\rho}\big)$,
-    with $(\zeta, C, a) = (r_k, C_{kk}, 1)$ under Thm 6 and $(\gamma_k, 4c, 2)$ under Thm 7. With
-    $z_k(0) = c_k\epsilon$ this is $\frac{\ln(1/\epsilon)}{a\zeta_k} - \frac1{a\zeta_k}\ln\big(\frac{C_kc_k}{\zeta_k - C_kc_k\epsilon}
-    \frac{1-\rho}{\rho}\big)$, exactly the paper's Eq. (158); at $\rho = \frac12$ it equals
-    :func:`nqf.switch_on_time` (for $a = 1$)."""
-    check_positive("a", a)
-    if not 0 < rho < 1:
-        raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
-    zeta, C, z0 = (np.asarray(v, dtype=float) for v in (zeta, C, z0))
-    ratio = (zeta - C * z0) / (C * z0)
-    if np.any(~np.isfinite(ratio)) or np.any(ratio <= 0) or np.any(zeta <= 0):
-        raise ValueError(f"need zeta > 0 and 0 < C z0 < zeta (the mode must grow); got (zeta - C z0)/(C z0) = {ratio}.")
-    return np.log(ratio * rho / (1 - rho)) / (a * zeta)
+#: Eq. (158), feature-wise: the same function as :func:`nqf.switch_on_time`.
+feature_switch_on_time = switch_on_time
 
 
 def rescaled_time(t, eps):

@@ -15,22 +15,12 @@ from nqf.data import orthogonal_features_dataset
 from helpers import BAD_INPUT, general_nqf_data
 
 
-def _same_order_parameters(W, seed=1):
-    """A second W' = W Q with Q orthogonal and Q 1 = 1, so M and mu are unchanged."""
-    d = W.shape[1]
-    u = np.random.default_rng(seed).normal(size=d)
-    u -= u.mean()
-    u /= np.linalg.norm(u)
-    Q = np.eye(d) - 2 * np.outer(u, u)
-    return W @ jnp.asarray(Q)
-
-
 def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters():
     As, Bs, gs, f0, ys = general_nqf_data(m=7)
     m, p = ys.shape[0], As.shape[1]
     d, eta, steps, b = 6, 0.02, 40, 3
     Wa = 0.3 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
-    Wb = _same_order_parameters(Wa)
+    Wb = nqf.same_statistics(Wa, seed=1)
     assert float(jnp.max(jnp.abs(Wa - Wb))) > 0.05  # genuinely different weights
     batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, b)))
 
