@@ -355,7 +355,11 @@ def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
     if not isinstance(arch, Architecture):
         raise ValueError(f"`arch` must be an Architecture; got {type(arch).__name__}.")
     _input_dtype("x", x)
-    auto = np.asarray(_autodiff_fn(arch.apply, arch.p, d, False)(x), np.float64)
-    closed = np.asarray(_closed_fn(arch.structure, False)(x), np.float64)
+    return relative_error(_closed_fn(arch.structure, False)(x), _autodiff_fn(arch.apply, arch.p, d, False)(x))
+
+
+def relative_error(closed, auto) -> float:
+    r"""$\|A_\text{closed} - A_\text{autodiff}\|_F / \|A_\text{autodiff}\|_F$ (absolute if the latter is 0)."""
+    closed, auto = np.asarray(closed, np.float64), np.asarray(auto, np.float64)
     err, ref = float(np.linalg.norm(closed - auto)), float(np.linalg.norm(auto))
     return err / ref if ref > 0 else err
