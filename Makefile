@@ -31,10 +31,10 @@ test: venv
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
 book: venv
-	$(PY) -m nqf.runner --fidelity full --build $(RUNNER_FLAGS)
+	$(PY) -m nqf.pipeline.runner --fidelity full --build $(RUNNER_FLAGS)
 
 quick-book: venv
-	$(PY) -m nqf.runner --fidelity quick --build $(RUNNER_FLAGS)
+	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
 
 bench: venv
 	$(PY) benchmarks/bench_book.py

@@ -100,3 +100,12 @@ def check_positive(name: str, value, strict: bool = True) -> None:
         if not np.isfinite(v) or (v <= 0 if strict else v < 0):
             rel = "> 0" if strict else ">= 0"
             raise ValueError(f"`{name}` must be finite and {rel}; got {v!r}.")
+
+
+def require_x64(what: str) -> None:
+    """Raise unless JAX runs in float64 (the book's tolerances need it)."""
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(
+            f"{what} needs float64: call `jax.config.update('jax_enable_x64', True)` "
+            "(or set JAX_ENABLE_X64=1) before creating arrays."
+        )

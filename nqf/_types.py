@@ -21,16 +21,3 @@ Vector = Float[ArrayLike, "p"]
 StructureStack = Float[ArrayLike, "m p p"]
 Targets = Float[ArrayLike, "m"]
 Input = PyTree  # a module input: an array or a tuple of arrays (e.g. query and context)
-
-__all__ = [
-    "Array",
-    "ArrayLike",
-    "Float",
-    "Input",
-    "Matrix",
-    "Scalar",
-    "StructureStack",
-    "Targets",
-    "Vector",
-    "Weights",
-]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from nqf.claims import ClaimError, Claims
+from nqf.pipeline import ClaimError, Claims
 
 
 def _read(path):

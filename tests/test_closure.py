@@ -10,16 +10,7 @@ import optax
 import pytest
 
 import nqf
-from nqf.closure import (
-    momentum_state,
-    nqf_momentum,
-    nqf_momentum_step,
-    same_statistics,
-    statistics,
-    step_prediction_error,
-    weight_outputs,
-    weights_from_statistics,
-)
+from nqf.dynamics import momentum_state, nqf_momentum, nqf_momentum_step, same_statistics, statistics, step_prediction_error, weight_outputs, weights_from_statistics
 from helpers import BAD_INPUT, general_nqf_data
 
 

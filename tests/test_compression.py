@@ -10,14 +10,8 @@ import optax
 import pytest
 
 import nqf
-from nqf.closure import statistics, weight_outputs
-from nqf.compression import (
-    compress,
-    compression_bound,
-    compression_error,
-    structure_span,
-    update_lipschitz,
-)
+from nqf.dynamics import statistics, weight_outputs
+from nqf.dynamics import compress, compression_bound, compression_error, structure_span, update_lipschitz
 from helpers import BAD_INPUT
 
 

@@ -11,7 +11,7 @@ import pytest
 
 
 import nqf
-from nqf.data import orthogonal_features_dataset
+from nqf.datasets import orthogonal_features_dataset
 from helpers import BAD_INPUT, general_nqf_data
 
 

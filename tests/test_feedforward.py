@@ -4,21 +4,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jaxtyping import TypeCheckError  # noqa: E402
+import jax.numpy as jnp    # noqa: E402
+import numpy as np    # noqa: E402
+import pytest    # noqa: E402
+from jaxtyping import TypeCheckError    # noqa: E402
 
-from nqf.feedforward import (  # noqa: E402
-    FeedforwardForm,
-    effective_matrix,
-    feedforward_form,
-    feedforward_output,
-    representation,
-    split_structure,
-    split_weights,
-)
-from nqf.modules import feedforward_structure, phase_retrieval, two_layer_mlp  # noqa: E402
+from nqf.structure import FeedforwardForm
+from nqf.structure import effective_matrix, feedforward_form, feedforward_output, representation, split_structure, split_weights
+from nqf.architectures import feedforward_structure, phase_retrieval, two_layer_mlp  # noqa: E402
 from helpers import BAD_INPUT
 
 KEY = jax.random.PRNGKey(0)

@@ -4,20 +4,13 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax.numpy as jnp    # noqa: E402
+import numpy as np    # noqa: E402
+import pytest    # noqa: E402
 
-from nqf.attention import multihead_attention, qk_attention  # noqa: E402
-from nqf.modules import (  # noqa: E402
-    cnn,
-    diagonal_linear_network,
-    feedforward_structure,
-    mixture_of_experts,
-    phase_retrieval,
-    table1_architectures,
-    two_layer_mlp,
-)
+from nqf.architectures import multihead_attention, qk_attention  # noqa: E402
+from nqf.architectures import cnn
+from nqf.architectures import diagonal_linear_network, feedforward_structure, mixture_of_experts, phase_retrieval, table1_architectures, two_layer_mlp
 from nqf.structure import structure_error, structure_stack  # noqa: E402
 
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf.closure import nqf_momentum, statistics, weight_outputs
-from nqf.ntk import empirical_ntk, ntk, ntk_change, ntk_trajectory, width_scaled
+from nqf.dynamics import nqf_momentum, statistics, weight_outputs
+from nqf.model import empirical_ntk, ntk, ntk_change, ntk_trajectory, width_scaled
 from helpers import BAD_INPUT, general_nqf_data
 
 

@@ -1,4 +1,4 @@
-"""The book runner (nqf.runner): chapters, claims, staleness, site builds, the toc.
+"""The book runner (nqf.pipeline.runner): chapters, claims, staleness, site builds, the toc.
 
 Everything that executes notebooks or builds a site runs against a temporary
 copy of the repository (``tmp_repo``), never against the real ``_build/``.
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nqf import runner
+from nqf.pipeline import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
@@ -43,8 +43,8 @@ def passing(chapter: str = "ch01") -> list[str]:
     """Cells of a chapter that draws a figure and whose two claims hold."""
     return [
         "import matplotlib.pyplot as plt\n"
-        "from nqf.claims import Claims\n"
-        "from nqf.style import use_style, savefig, THEORY_KW, MEASURED_KW\n"
+        "from nqf.pipeline import Claims\n"
+        "from nqf.pipeline import use_style, savefig, THEORY_KW, MEASURED_KW\n"
         "use_style()\n"
         "fig, ax = plt.subplots()\n"
         "ax.plot([0, 1], [0, 1], **THEORY_KW, label='theory')\n"
@@ -62,7 +62,7 @@ def passing(chapter: str = "ch01") -> list[str]:
 PASSING = passing()
 
 FAILING_CLAIM = [
-    "from nqf.claims import Claims\n"
+    "from nqf.pipeline import Claims\n"
     "claims = Claims('ch03', fidelity, out_dir)\n"
     "claims.close('slope equals three', 2.5, 3.0, atol=0.1)\n"
     "claims.less('this one holds', 0.0, 1.0)\n"
@@ -92,7 +92,7 @@ def run(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
     env = os.environ.copy()
     env.pop("PYTHONPATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "nqf.runner", "--root", str(repo), *args],
+        [sys.executable, "-m", "nqf.pipeline.runner", "--root", str(repo), *args],
         cwd=repo, env=env, capture_output=True, text=True, timeout=timeout,
     )
 
@@ -256,7 +256,7 @@ def test_cell_error_and_missing_claims_name_the_chapter(tmp_repo):
 
 
 def test_wrong_fidelity_in_claims_fails(tmp_repo):
-    body = ["from nqf.claims import Claims\nc = Claims('ch01', 'full', out_dir)\n"
+    body = ["from nqf.pipeline import Claims\nc = Claims('ch01', 'full', out_dir)\n"
             "c.less('x', 0, 1)\nc.finish()"]
     make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", body)
     p = run(tmp_repo, "--fidelity", "quick")
@@ -312,7 +312,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     assert (site / "_sources" / "notebooks" / f"{CH01}.ipynb").is_file()
     assert "1 of 2 pass" not in page and "2 of 2 pass" in page  # the executed claims table
     api = (site / "book" / "api.html").read_text()
-    assert 'id="nqf.claims.Claims"' in api
+    assert 'id="nqf.pipeline.Claims"' in api
     repro = (site / "book" / "reproduce.html").read_text()
     assert "Not measured yet in this build" in repro
     assert not (tmp_repo / "_build" / "html").exists()  # quick never overwrites the full site

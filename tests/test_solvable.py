@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf import implicit, riccati, solvable
-from nqf.data import random_orthogonal
+from nqf import datasets
+from nqf import dynamics
+from nqf import solutions
+from nqf.datasets import random_orthogonal
 from helpers import BAD_INPUT
 
 TOL = 1e-8  # closed form vs Tsit5 at rtol 1e-10 (relative trajectory error)
@@ -22,7 +24,7 @@ def _ts(t_max, n=40):
 
 def _flow(As, ys, M0, ts):
     """Reference numerical flow (Tsit5, rtol 1e-10); the batched solver is compiled once per shape."""
-    return solvable.gradient_flow_batch(np.asarray(As)[None], np.asarray(ys)[None], np.asarray(M0)[None], ts)[0]
+    return dynamics.gradient_flow_batch(np.asarray(As)[None], np.asarray(ys)[None], np.asarray(M0)[None], ts)[0]
 
 
 def _dense_M0(p, scale, seed):
@@ -42,59 +44,59 @@ def _dense_M0(p, scale, seed):
 def test_implicit_xi_matches_runge_kutta(a, b, c):
     a, b = np.array(a), np.array(b)
     t = _ts(60.0, 50)
-    xi, rate = implicit.implicit_xi(t, a, b, np.array(c))
+    xi, rate = solutions.implicit_xi(t, a, b, np.array(c))
     g = lambda s: jnp.sum(a * jnp.exp(-b * s)) - c
-    ref = nqf.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14)
+    ref = nqf.dynamics.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14)
     scale = max(1.0, float(np.max(np.abs(ref))))
     np.testing.assert_allclose(xi, ref, atol=1e-9 * scale, rtol=0)
     np.testing.assert_allclose(rate, jax.vmap(g)(ref), atol=1e-9 * (abs(c) + np.abs(a).sum()), rtol=0)
     # t(xi) inverts xi(t)
-    back = implicit.implicit_time(np.asarray(xi)[1:30], np.tile(a, (29, 1)), np.tile(b, (29, 1)), np.full(29, c))
+    back = solutions.implicit_time(np.asarray(xi)[1:30], np.tile(a, (29, 1)), np.tile(b, (29, 1)), np.full(29, c))
     np.testing.assert_allclose(back, t[1:30], rtol=1e-9, atol=1e-12)
 
 
 def test_fixed_point_and_degenerate_cases():
     # g(s) = e^{-s} - 1/2 has its root at ln 2
-    assert float(implicit.fixed_point(np.array([1.0]), np.array([1.0]), np.array(0.5))) == pytest.approx(np.log(2), rel=1e-14)
+    assert float(solutions.fixed_point(np.array([1.0]), np.array([1.0]), np.array(0.5))) == pytest.approx(np.log(2), rel=1e-14)
     # no root in the direction of motion: g(s) = -1 - e^{-s}... (a*b >= 0 with a = 0 here): nan
-    assert np.isnan(float(implicit.fixed_point(np.array([0.0]), np.array([1.0]), np.array(1.0))))
+    assert np.isnan(float(solutions.fixed_point(np.array([0.0]), np.array([1.0]), np.array(1.0))))
     # already at the fixed point: xi stays 0
-    xi, rate = implicit.implicit_xi(np.array([0.0, 1.0]), np.array([0.5]), np.array([1.0]), np.array(0.5))
+    xi, rate = solutions.implicit_xi(np.array([0.0, 1.0]), np.array([0.5]), np.array([1.0]), np.array(0.5))
     np.testing.assert_array_equal(xi, [0.0, 0.0])
     np.testing.assert_array_equal(rate, [0.0, 0.0])
 
 
 def test_implicit_bad_inputs():
     with pytest.raises(BAD_INPUT, match="a\\*b|a_j \\* b_j"):
-        implicit.implicit_xi(np.array([0.0, 1.0]), np.array([1.0]), np.array([-1.0]), np.array(1.0))
+        solutions.implicit_xi(np.array([0.0, 1.0]), np.array([1.0]), np.array([-1.0]), np.array(1.0))
     with pytest.raises(BAD_INPUT):
-        implicit.implicit_xi(np.array([0.0, 1.0]), np.array([1.0, 2.0]), np.array([1.0]), np.array(1.0))
+        solutions.implicit_xi(np.array([0.0, 1.0]), np.array([1.0, 2.0]), np.array([1.0]), np.array(1.0))
     with pytest.raises(BAD_INPUT, match="t"):
-        implicit.implicit_xi(np.array([-1.0, 1.0]), np.array([1.0]), np.array([1.0]), np.array(1.0))
+        solutions.implicit_xi(np.array([-1.0, 1.0]), np.array([1.0]), np.array([1.0]), np.array(1.0))
 
 
 # ----------------------------------------------------------------------------- Prop. 7, Thms 4-6
 def test_prop7_slaved_offdiagonals_rebuild_the_flow():
     rng = np.random.default_rng(0)
-    d = solvable.commuting_dataset(rng.normal(size=(6, 4)), rng.normal(size=6), seed=1)
+    d = datasets.commuting_dataset(rng.normal(size=(6, 4)), rng.normal(size=6), seed=1)
     M0 = _dense_M0(4, 0.1, 2)
     ts = _ts(20.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    r, C = solvable.growth_and_competition(d.lambdas, d.ys)
+    r, C = solutions.growth_and_competition(d.lambdas, d.ys)
     z = nqf.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts)
-    assert solvable.trajectory_error(solvable.slaved_M(d.P, M0, z), Ms) < TOL
+    assert dynamics.trajectory_error(solutions.slaved_M(d.P, M0, z), Ms) < TOL
 
 
 def test_thm4_proportional_samples_matches_flow():
     rng = np.random.default_rng(1)
     lam, cs, ys = np.array([1.0, 0.6, 0.3, -0.4]), rng.uniform(0.5, 1.5, 6), rng.uniform(0.5, 1.5, 6)
-    d = solvable.proportional_dataset(lam, cs, ys, seed=2)
+    d = datasets.proportional_dataset(lam, cs, ys, seed=2)
     np.testing.assert_allclose(np.asarray(d.As), cs[:, None, None] * np.asarray(d.As)[0] / cs[0], atol=1e-14)
     M0 = _dense_M0(4, 0.01, 3)
     ts = _ts(40.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert solvable.trajectory_error(solvable.proportional_M(ts, d.P, lam, cs, ys, M0), Ms) < TOL
-    sol = solvable.proportional_solution(ts, lam, cs, ys, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)))
+    assert dynamics.trajectory_error(solutions.proportional_M(ts, d.P, lam, cs, ys, M0), Ms) < TOL
+    sol = solutions.proportional_solution(ts, lam, cs, ys, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)))
     assert sol.alpha == pytest.approx(4 / 6 * np.sum(cs**2))
     assert sol.beta == pytest.approx(4 / 6 * np.sum(cs * ys))
 
@@ -102,84 +104,84 @@ def test_thm4_proportional_samples_matches_flow():
 def test_thm5_orthogonal_samples_matches_flow_and_rejects_overlap():
     blocks = np.array([[1.0, 0.5, -0.5], [0.8, -0.6, 0.3], [-1.0, 0.7, 0.4]])
     ys = np.array([1.0, 0.4, -0.6])
-    d = solvable.orthogonal_samples_dataset(blocks, ys, seed=4)
+    d = datasets.orthogonal_samples_dataset(blocks, ys, seed=4)
     A = np.asarray(d.As)
     assert max(np.abs(A[i] @ A[j]).max() for i in range(3) for j in range(3) if i != j) < 1e-14
     M0 = _dense_M0(9, 0.05, 5)
     ts = _ts(50.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert solvable.trajectory_error(solvable.orthogonal_samples_M(ts, d.P, d.lambdas, ys, M0), Ms) < TOL
+    assert dynamics.trajectory_error(solutions.orthogonal_samples_M(ts, d.P, d.lambdas, ys, M0), Ms) < TOL
     lam = np.asarray(d.lambdas).copy()
     lam[0, 3] = 0.1  # sample 0 now touches sample 1's block
     with pytest.raises(ValueError, match="orthogonal samples"):
-        solvable.orthogonal_samples_solution(ts, lam, ys, np.ones(9))
+        solutions.orthogonal_samples_solution(ts, lam, ys, np.ones(9))
 
 
 def test_thm6_orthogonal_features_matches_flow():
     r = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
-    d = solvable.orthogonal_features_data(r, 1.0, seed=0, rotate_seed=3)
-    rr, C = solvable.growth_and_competition(d.lambdas, d.ys)
+    d = datasets.orthogonal_features_data(r, 1.0, seed=0, rotate_seed=3)
+    rr, C = solutions.growth_and_competition(d.lambdas, d.ys)
     np.testing.assert_allclose(rr, r, atol=1e-13)
     np.testing.assert_allclose(C, np.eye(5), atol=1e-13)
     M0 = _dense_M0(5, 0.01, 6)
     ts = _ts(200.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert solvable.trajectory_error(solvable.orthogonal_features_M(ts, d.P, rr, np.diag(C), M0), Ms) < TOL
+    assert dynamics.trajectory_error(solutions.orthogonal_features_M(ts, d.P, rr, np.diag(C), M0), Ms) < TOL
 
 
 def test_gradient_flow_batch_equals_single_runs():
     rng = np.random.default_rng(2)
-    d = solvable.commuting_dataset(rng.normal(size=(5, 3)), rng.normal(size=5), seed=0)
-    E = solvable.breaking_direction("commuting", d.As, seed=1)
+    d = datasets.commuting_dataset(rng.normal(size=(5, 3)), rng.normal(size=5), seed=0)
+    E = datasets.breaking_direction("commuting", d.As, seed=1)
     As = np.stack([np.asarray(d.As), np.asarray(d.As) + 0.1 * E])
     M0 = _dense_M0(3, 0.1, 1)
     ts = _ts(10.0, 20)
-    Mb = solvable.gradient_flow_batch(As, np.tile(np.asarray(d.ys), (2, 1)), np.tile(M0, (2, 1, 1)), ts)
+    Mb = dynamics.gradient_flow_batch(As, np.tile(np.asarray(d.ys), (2, 1)), np.tile(M0, (2, 1, 1)), ts)
     np.testing.assert_allclose(Mb[1], nqf.gradient_flow(As[1], d.ys, jnp.asarray(M0), ts), rtol=1e-12, atol=1e-15)
 
 
 def test_breaking_directions_break_what_they_say():
     rng = np.random.default_rng(3)
-    d = solvable.orthogonal_samples_dataset(rng.uniform(0.5, 1.5, (3, 2)), np.ones(3), seed=2)
+    d = datasets.orthogonal_samples_dataset(rng.uniform(0.5, 1.5, (3, 2)), np.ones(3), seed=2)
     for kind in ("proportional", "orthogonal_samples", "orthogonal_features"):
-        E = solvable.breaking_direction(kind, d.As, P=d.P, lambdas=d.lambdas)
+        E = datasets.breaking_direction(kind, d.As, P=d.P, lambdas=d.lambdas)
         np.testing.assert_allclose(np.linalg.norm(E, axis=(1, 2)), np.mean(np.linalg.norm(np.asarray(d.As), axis=(1, 2))))
         nqf.commuting_eigenbasis(np.asarray(d.As) + 0.1 * E)  # Assumption 1 survives
-    E = solvable.breaking_direction("orthogonal_samples", d.As, P=d.P, lambdas=d.lambdas)
+    E = datasets.breaking_direction("orthogonal_samples", d.As, P=d.P, lambdas=d.lambdas)
     A = np.asarray(d.As) + 0.1 * E
     assert np.abs(A[0] @ A[1]).max() > 1e-3
     with pytest.raises(ValueError, match="share an eigenbasis"):
-        nqf.commuting_eigenbasis(np.asarray(d.As) + 0.1 * solvable.breaking_direction("commuting", d.As))
+        nqf.commuting_eigenbasis(np.asarray(d.As) + 0.1 * datasets.breaking_direction("commuting", d.As))
     with pytest.raises(ValueError, match="kind"):
-        solvable.breaking_direction("nonsense", d.As)
+        datasets.breaking_direction("nonsense", d.As)
     with pytest.raises(ValueError, match="lambdas"):
-        solvable.breaking_direction("orthogonal_samples", d.As)
+        datasets.breaking_direction("orthogonal_samples", d.As)
     with pytest.raises(ValueError, match="n_out"):
-        solvable.breaking_direction("feedforward", d.As)
+        datasets.breaking_direction("feedforward", d.As)
 
 
 def test_solvable_bad_inputs():
     with pytest.raises(BAD_INPUT):
-        solvable.commuting_dataset(np.ones((3, 2)), np.ones(4))
+        datasets.commuting_dataset(np.ones((3, 2)), np.ones(4))
     with pytest.raises(ValueError, match="orthogonal"):
-        solvable.commuting_dataset(np.ones((3, 2)), np.ones(3), P=np.ones((2, 2)))
+        datasets.commuting_dataset(np.ones((3, 2)), np.ones(3), P=np.ones((2, 2)))
     with pytest.raises(BAD_INPUT):
-        solvable.trajectory_error(np.zeros((3, 2, 2)), np.zeros((4, 2, 2)))
+        dynamics.trajectory_error(np.zeros((3, 2, 2)), np.zeros((4, 2, 2)))
     with pytest.raises(BAD_INPUT):
-        solvable.gradient_flow_batch(np.zeros((2, 3, 2, 2)), np.zeros((2, 3)), np.zeros((1, 2, 2)), np.array([0.0, 1.0]))
+        dynamics.gradient_flow_batch(np.zeros((2, 3, 2, 2)), np.zeros((2, 3)), np.zeros((1, 2, 2)), np.array([0.0, 1.0]))
 
 
 # ----------------------------------------------------------------------------- Thm 7, Thm 16, Cor. 4
 @pytest.fixture(scope="module")
 def iso():
     Q = random_orthogonal(4, 9)
-    return Q, riccati.isotropic_dataset(Q @ np.diag([1.0, 0.5, -0.25, 0.125]) @ Q.T, 0.25, seed=2)
+    return Q, datasets.isotropic_dataset(Q @ np.diag([1.0, 0.5, -0.25, 0.125]) @ Q.T, 0.25, seed=2)
 
 
 def test_isotropic_dataset_satisfies_assumption2(iso):
     Q, data = iso
-    assert riccati.isotropy_residual(data.As, 0.25) < 1e-13
-    np.testing.assert_allclose(riccati.target_matrix(data.As, data.ys), data.Y, atol=1e-13)
+    assert solutions.isotropy_residual(data.As, 0.25) < 1e-13
+    np.testing.assert_allclose(solutions.target_matrix(data.As, data.ys), data.Y, atol=1e-13)
     A = np.asarray(data.As)
     assert np.abs(A[0] @ A[1] - A[1] @ A[0]).max() > 1e-2  # not commuting
 
@@ -191,7 +193,7 @@ def test_thm7_riccati_matches_flow(iso, rank):
     M0 = W0 @ W0.T
     ts = _ts(20.0)
     Ms = _flow(data.As, data.ys, M0, ts)
-    assert solvable.trajectory_error(riccati.riccati_solution(ts, data.Y, M0, 0.25), Ms) < TOL
+    assert dynamics.trajectory_error(solutions.riccati_solution(ts, data.Y, M0, 0.25), Ms) < TOL
 
 
 def test_thm7_eigenvalues_and_thm16_projectors(iso):
@@ -199,32 +201,32 @@ def test_thm7_eigenvalues_and_thm16_projectors(iso):
     z0 = np.full(4, 1e-3)
     ts = _ts(20.0)
     Ms = _flow(data.As, data.ys, Q @ np.diag(z0) @ Q.T, ts)
-    z = riccati.riccati_eigenvalues(ts, np.array([1.0, 0.5, -0.25, 0.125]), 0.25, z0)
+    z = solutions.riccati_eigenvalues(ts, np.array([1.0, 0.5, -0.25, 0.125]), 0.25, z0)
     np.testing.assert_allclose(np.einsum("ik,tij,jk->tk", Q, np.asarray(Ms), Q), z, rtol=1e-8, atol=1e-13)
     Pi = np.einsum("ia,ja->aij", Q, Q)
-    pc = riccati.projector_coefficients(data.As, data.ys, Pi)
+    pc = solutions.projector_coefficients(data.As, data.ys, Pi)
     assert max(pc.residual_253, pc.residual_254) < 1e-13
     np.testing.assert_allclose(pc.gammas, [1.0, 0.5, -0.25, 0.125], atol=1e-13)
     np.testing.assert_allclose(pc.kappas, 1.0, atol=1e-13)  # 4c
-    broken = riccati.projector_coefficients(np.asarray(data.As) + 0.1 * solvable.breaking_direction("commuting", data.As), data.ys, Pi)
+    broken = solutions.projector_coefficients(np.asarray(data.As) + 0.1 * datasets.breaking_direction("commuting", data.As), data.ys, Pi)
     assert broken.residual_254 > 1e-3
 
 
 def test_cor4_linear_network_and_saxe_time():
-    lin = riccati.linear_network_dataset(np.array([3.0, 1.5, 0.5]), n_in=4, n_out=3, seed=0)
-    pc = riccati.projector_coefficients(lin.As, lin.ys, lin.projectors)
+    lin = datasets.linear_network_dataset(np.array([3.0, 1.5, 0.5]), n_in=4, n_out=3, seed=0)
+    pc = solutions.projector_coefficients(lin.As, lin.ys, lin.projectors)
     assert max(pc.residual_253, pc.residual_254) < 1e-13
     np.testing.assert_allclose(pc.gammas, 2 * np.asarray(lin.s), atol=1e-13)  # gamma = 2 tau
     rho0 = np.full(3, 1e-3)
     ts = np.linspace(0.0, 6.0, 601)
-    Ms = _flow(lin.As, lin.ys, riccati.balanced_init(lin, rho0), ts)
-    rho = np.asarray(riccati.mode_strengths(Ms, lin))
-    np.testing.assert_allclose(rho, riccati.linear_network_modes(ts, lin.s, 1.0, rho0), atol=1e-9)
-    assert solvable.trajectory_error(riccati.projector_M(ts, lin.projectors, pc.gammas, pc.kappas, 2 * rho0), Ms) < TOL
+    Ms = _flow(lin.As, lin.ys, datasets.balanced_init(lin, rho0), ts)
+    rho = np.asarray(datasets.mode_strengths(Ms, lin))
+    np.testing.assert_allclose(rho, solutions.linear_network_modes(ts, lin.s, 1.0, rho0), atol=1e-9)
+    assert dynamics.trajectory_error(solutions.projector_M(ts, lin.projectors, pc.gammas, pc.kappas, 2 * rho0), Ms) < TOL
     # Saxe et al.'s clock runs at half speed: their solution at 2t is the NQF mode at t
     for a, s in enumerate(np.asarray(lin.s)):
-        np.testing.assert_allclose(riccati.saxe_mode_strength(2 * ts, s, 1e-3), rho[:, a], atol=1e-9)
-        t_half = riccati.saxe_time_in_nqf_units(s, 1e-3, s / 2)
+        np.testing.assert_allclose(solutions.saxe_mode_strength(2 * ts, s, 1e-3), rho[:, a], atol=1e-9)
+        t_half = solutions.saxe_time_in_nqf_units(s, 1e-3, s / 2)
         with np.errstate(divide="ignore", invalid="ignore"):
             logit = np.log(rho[1:, a] / (s - rho[1:, a]))  # increasing while rho < s
         ok = np.isfinite(logit)
@@ -233,13 +235,13 @@ def test_cor4_linear_network_and_saxe_time():
 
 def test_riccati_bad_inputs():
     with pytest.raises(ValueError, match="symmetric"):
-        riccati.isotropic_dataset(np.array([[1.0, 2.0], [0.0, 1.0]]))
+        datasets.isotropic_dataset(np.array([[1.0, 2.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="c"):
-        riccati.riccati_solution(np.array([0.0, 1.0]), np.eye(2), np.eye(2), -1.0)
+        solutions.riccati_solution(np.array([0.0, 1.0]), np.eye(2), np.eye(2), -1.0)
     with pytest.raises(ValueError, match="min"):
-        riccati.linear_network_dataset(np.ones(4), n_in=3, n_out=5)
+        datasets.linear_network_dataset(np.ones(4), n_in=3, n_out=5)
     with pytest.raises(ValueError, match="Pi_a Pi_b"):
-        riccati.projector_coefficients(np.eye(2)[None], np.ones(1), np.ones((1, 2, 2)))
-    lin = riccati.linear_network_dataset(np.array([1.0]), n_in=2, n_out=2)
+        solutions.projector_coefficients(np.eye(2)[None], np.ones(1), np.ones((1, 2, 2)))
+    lin = datasets.linear_network_dataset(np.array([1.0]), n_in=2, n_out=2)
     with pytest.raises(BAD_INPUT):
-        riccati.balanced_init(lin, np.ones(2))
+        datasets.balanced_init(lin, np.ones(2))

@@ -4,32 +4,21 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jaxtyping import TypeCheckError  # noqa: E402
+import jax.numpy as jnp    # noqa: E402
+import numpy as np    # noqa: E402
+import pytest    # noqa: E402
+from jaxtyping import TypeCheckError    # noqa: E402
 
-import nqf  # noqa: E402
-from nqf.attention import multihead_attention  # noqa: E402
-from nqf.attention_rows import (  # noqa: E402
-    mha_quartic_term,
-    mha_slices,
-    single_head_attention_logits,
-    stack_query_key,
-    tied_qk_attention,
-)
-from nqf.feedforward import split_structure  # noqa: E402
-from nqf.modules import Architecture  # noqa: E402
-from nqf.quadratic_rows import (  # noqa: E402
-    bilinear_sequence_regression,
-    linear_ssl_augmentation,
-    matrix_completion,
-    psd_matrix_sensing,
-    quadratic_network,
-    rectangular_matrix_sensing,
-    word_context_embedding,
-)
-from nqf.table3 import TABLE3, Table3Row, check_row, to_nqf_weights  # noqa: E402
+import nqf    # noqa: E402
+from nqf.architectures import multihead_attention  # noqa: E402
+from nqf.architectures import mha_quartic_term
+from nqf.architectures import mha_slices, single_head_attention_logits, stack_query_key, tied_qk_attention
+from nqf.structure import split_structure  # noqa: E402
+from nqf.architectures import Architecture  # noqa: E402
+from nqf.architectures import bilinear_sequence_regression
+from nqf.architectures import linear_ssl_augmentation, matrix_completion, psd_matrix_sensing, quadratic_network, rectangular_matrix_sensing, word_context_embedding
+from nqf.architectures import TABLE3, Table3Row, to_nqf_weights
+from nqf.structure import check_row  # noqa: E402
 from helpers import BAD_INPUT
 
 ROWS = {row.key: row for row in TABLE3}

@@ -1,0 +1,33 @@
+r"""Modules built from interchangeable neurons, each with its closed-form structure matrix $A(x)$
+(Sec. 3: Table 1, Table 3, App. B.2), and the registry from which the tables are views.
+"""
+
+from ._attention import multihead_attention as multihead_attention
+from ._attention import qk_attention as qk_attention
+from ._attention_rows import stack_query_key as stack_query_key
+from ._attention_rows import single_head_attention_logits as single_head_attention_logits
+from ._attention_rows import tied_qk_attention as tied_qk_attention
+from ._attention_rows import mha_slices as mha_slices
+from ._attention_rows import mha_quartic_term as mha_quartic_term
+from ._base import Architecture as Architecture
+from ._base import check_weights as check_weights
+from ._base import check_input as check_input
+from ._base import check_activation as check_activation
+from ._base import feedforward_structure as feedforward_structure
+from ._modules import two_layer_mlp as two_layer_mlp
+from ._modules import cnn as cnn
+from ._modules import linear_expert as linear_expert
+from ._modules import mixture_of_experts as mixture_of_experts
+from ._modules import phase_retrieval as phase_retrieval
+from ._modules import diagonal_linear_network as diagonal_linear_network
+from ._quadratic_rows import psd_matrix_sensing as psd_matrix_sensing
+from ._quadratic_rows import rectangular_matrix_sensing as rectangular_matrix_sensing
+from ._quadratic_rows import matrix_completion as matrix_completion
+from ._quadratic_rows import word_context_embedding as word_context_embedding
+from ._quadratic_rows import quadratic_network as quadratic_network
+from ._quadratic_rows import bilinear_sequence_regression as bilinear_sequence_regression
+from ._quadratic_rows import linear_ssl_augmentation as linear_ssl_augmentation
+from ._registry import table1_architectures as table1_architectures
+from ._registry import to_nqf_weights as to_nqf_weights
+from ._registry import Table3Row as Table3Row
+from ._registry import TABLE3 as TABLE3

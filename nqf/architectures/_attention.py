@@ -1,0 +1,158 @@
+r"""Attention modules (Props. 2 and 3) as :class:`~nqf.architectures.Architecture` objects.
+
+The input of both modules is the pair ``x = (q, X)``: a query token
+$q \in \mathbb R^D$ (the paper's $x$) and a context $X \in \mathbb R^{D\times N}$.
+Weight matrices inside one head are vectorised **column-major**,
+$\mathrm{vec}(M) = [M_{:,1}; M_{:,2}; \dots]$, which is the convention under
+which the paper's Kronecker identities $\mathrm{vec}(ABC) = (C^\top\otimes A)\mathrm{vec}(B)$
+(App. A.5, Eq. 74; App. A.6, Eq. 81) give Eqs. (8) and (10) verbatim.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+from .._checks import check_finite
+from .._checks import check_shape
+from .._types import ArrayLike
+from .._types import Input
+from ._base import Architecture
+from ._base import _check_outputs
+from ._base import check_weights
+from ._base import feedforward_structure
+
+
+
+def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
+    """Validate ``x = (q, X)`` and return it as two arrays."""
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise ValueError(
+            "`x` must be a pair (q, X): a query token of shape "
+            f"({D},) and a context of shape ({D}, {N}); got {type(x).__name__}."
+        )
+    q, X = x
+    check_shape("x[0] (query token q)", q, (D,))
+    check_shape("x[1] (context X)", X, (D, N))
+    check_finite("x[0] (query token q)", q)
+    check_finite("x[1] (context X)", X)
+    return jnp.asarray(q), jnp.asarray(X)
+
+
+def _unvec(w: Array, rows: int, cols: int) -> Array:
+    """Inverse of the column-major ``vec`` of a ``(rows, cols)`` matrix."""
+    return jnp.reshape(w, (cols, rows)).T
+
+
+def _sample_pair(D: int, N: int):
+    def sample_input(key) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
+        kq, kX = jax.random.split(key)
+        return jax.random.normal(kq, (D,)), jax.random.normal(kX, (D, N))
+
+    return sample_input
+
+
+def _pad_front(A: Array, n0: int) -> Array:
+    """Embed ``A`` (``(..., n, n)``) after ``n0`` leading zero rows and columns."""
+    pad = [(0, 0)] * (A.ndim - 2) + [(n0, 0), (n0, 0)]
+    return jnp.pad(A, pad)
+
+
+def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> Architecture:
+    r"""Multi-head attention, one head per neuron (Eq. 7, Prop. 2).
+
+    $$ f = \sum_i v_i^\top W_i^V X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$
+
+    Neuron packing ``w = [vec(W^Q); vec(W^K); vec(W^V); v]`` (column-major vec),
+    $W^Q, W^K \in \mathbb R^{d_k\times D}$, $W^V \in \mathbb R^{d_v\times D}$,
+    $v \in \mathbb R^{d_v}$ (with ``outputs = o``, $v$ is a $d_v\times o$ readout
+    $R$, stored as ``vec(R)``), so $p = 2 d_k D + d_v D + d_v o$. Closed form
+    (Eq. 8): only the value/readout block is non-zero,
+
+    $$ A(X) = \tfrac12\begin{bmatrix}0_{2d_kD} & 0 & 0\\ 0 & 0 & x_{avg}\otimes I_{d_v}\\ 0 & x_{avg}^\top\otimes I_{d_v} & 0\end{bmatrix}, \quad x_{avg} = \tfrac1N X 1_N, $$
+
+    and $x_{avg}e_m^\top \otimes I_{d_v}$ in place of $x_{avg}\otimes I_{d_v}$ for output $m$.
+    Query and key weights first enter at quartic order (Eq. 73).
+    """
+    _check_outputs(outputs)
+    n_out = 1 if outputs is None else outputs
+    s, sv = d_k * D, d_v * D
+    p = 2 * s + sv + d_v * n_out
+
+    def head(w: Array, q: Array, X: Array) -> Array:
+        Q, K, V = _unvec(w[:s], d_k, D), _unvec(w[s:2 * s], d_k, D), _unvec(w[2 * s:2 * s + sv], d_v, D)
+        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(d_k))
+        value = V @ (X @ attn)  # (d_v,)
+        R = _unvec(w[2 * s + sv:], d_v, n_out)
+        return (R.T @ value)[0] if outputs is None else R.T @ value
+
+    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        check_weights(W, p, "multihead_attention")
+        q, X = _split_input(x, D, N)
+        return jnp.sum(jax.vmap(head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+
+    def structure(x: Input) -> Float[Array, "*o p p"]:
+        _, X = _split_input(x, D, N)
+        x_avg = X.mean(axis=1)
+        eye = jnp.eye(d_v, dtype=X.dtype)
+        if outputs is None:
+            C = jnp.kron(x_avg[:, None], eye)  # (D d_v, d_v)
+        else:
+            E = jnp.eye(outputs, dtype=X.dtype)
+            C = jax.vmap(lambda e: jnp.kron(jnp.outer(x_avg, e), eye))(E)  # (o, D d_v, o d_v)
+        return _pad_front(feedforward_structure(C), 2 * s)
+
+    return Architecture(
+        "multi-head attention", p, apply, structure, _sample_pair(D, N),
+        f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D}); vec(W^V) ({d_v}x{D}); "
+        f"readout ({d_v}x{n_out})], column-major vec; x = (q, X); Prop. 2, Eq. (8)",
+        outputs)
+
+
+def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+    r"""Query-key-only attention with a fixed readout $c$ (Eq. 9, Prop. 3).
+
+    $$ f = \sum_i c^\top X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$
+
+    Neuron packing ``w = [vec(W^Q); vec(W^K)]`` (column-major), $p = 2 d_k D$.
+    ``c`` has shape ``(D,)`` (scalar output) or ``(D, o)`` (one output per
+    column); default $c = 1_D/\sqrt D$. Closed form (Eq. 10):
+
+    $$ A(X) = \frac{1}{2\sqrt{d_k}}\begin{bmatrix}0 & q u^\top\otimes I_{d_k}\\ u q^\top\otimes I_{d_k} & 0\end{bmatrix},
+       \quad u = \Sigma_X c,\ \Sigma_X = \tfrac1N X X^\top - x_{avg}x_{avg}^\top. $$
+
+    Note $f_x(0) = d\, c^\top x_{avg}$ depends on the width $d$; $A$ does not.
+    """
+    c = jnp.ones(D) / jnp.sqrt(D) if c is None else jnp.asarray(c)
+    if c.ndim not in (1, 2) or c.shape[0] != D:
+        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
+    check_finite("c", c)
+    outputs = None if c.ndim == 1 else c.shape[1]
+    s = d_k * D
+    p = 2 * s
+
+    def head(w: Array, q: Array, X: Array) -> Array:
+        Q, K = _unvec(w[:s], d_k, D), _unvec(w[s:], d_k, D)
+        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(d_k))
+        return c.astype(X.dtype).T @ (X @ attn)
+
+    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        check_weights(W, p, "qk_attention")
+        q, X = _split_input(x, D, N)
+        return jnp.sum(jax.vmap(head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+
+    def structure(x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, D, N)
+        x_avg = X.mean(axis=1)
+        sigma = X @ X.T / N - jnp.outer(x_avg, x_avg)
+        u = sigma @ c.astype(X.dtype)  # (D,) or (D, o)
+        eye = jnp.eye(d_k, dtype=X.dtype)
+        block = lambda uu: jnp.kron(jnp.outer(q, uu), eye) / jnp.sqrt(d_k)  # noqa: E731
+        C = block(u) if outputs is None else jax.vmap(block, in_axes=1)(u)
+        return feedforward_structure(C)
+
+    return Architecture(
+        "query-key-only attention", p, apply, structure, _sample_pair(D, N),
+        f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D})], column-major vec; "
+        "fixed readout c; x = (q, X); Prop. 3, Eq. (10)",
+        outputs)

@@ -1,0 +1,221 @@
+r"""Attention rows of Table 3 whose neurons are *rows* of the paper's weight matrices.
+
+:mod:`nqf.architectures` holds the two attention modules whose neuron is a whole
+head (multi-head attention, Prop. 2; query–key-only attention, Prop. 3). This
+file adds the two rows in which a neuron is one *hidden dimension* of a single
+head, i.e. one row of the paper's $W^Q, W^K \in \mathbb R^{d_k\times D}$:
+
+* single-head attention logits (Prop. 4, Eq. 12): neuron $i$ = (row $i$ of $W^Q$,
+  row $i$ of $W^K$), $p = 2D$;
+* tied query–key attention (Table 3): $W^Q = W^K = W$, neuron $i$ = row $i$ of $W$,
+  $p = D$, and the NQF order parameter is $W^\top W$.
+
+``nqf`` always stores neurons as the **columns** of its weight array, so these
+modules take the transpose of the paper's matrices: ``W_nqf = W_paper.T``
+(see :func:`stack_query_key` and :func:`nqf.architectures.to_nqf_weights`). Then
+$M = W_\text{nqf} W_\text{nqf}^\top = W_\text{paper}^\top W_\text{paper}$, the
+paper's convention for these rows (caption of Table 3).
+
+The softmax temperature $\sqrt{d_k}$ is a constant fixed when the module is
+built. In the paper $d_k$ is also the width of these modules; fixing it lets
+the same function be evaluated at other widths, as the checks of Theorem 1 do,
+and makes $A$ independent of the width, as Theorem 1 requires.
+
+The file also carries two helpers for the quartic-order claim of Prop. 2
+(Eq. 73): :func:`mha_slices` and :func:`mha_quartic_term`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._checks import check_finite
+from .._checks import check_shape
+from .._types import ArrayLike
+from .._types import Input
+from ._attention import _sample_pair
+from ._attention import _split_input
+from ._attention import _unvec
+from ._base import Architecture
+from ._base import feedforward_structure
+
+
+
+def _check_rows_weights(W, p: int, module: str, paper_shape: str) -> None:
+    """Shape check that reminds the caller of the row convention of the paper."""
+    shape = tuple(np.shape(W))
+    if len(shape) != 2 or shape[0] != p or shape[1] < 1:
+        raise ValueError(
+            f"`W` must have shape (p, d) = ({p}, *) for {module}: one column per neuron. The paper "
+            f"writes this module with neurons as the ROWS of {paper_shape}; pass the transpose "
+            f"(nqf.architectures.to_nqf_weights). Got shape {shape}."
+        )
+
+
+def _readout_vector(c, D: int):
+    c = jnp.ones(D) / jnp.sqrt(D) if c is None else jnp.asarray(c)
+    if c.ndim not in (1, 2) or c.shape[0] != D:
+        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
+    check_finite("c", c)
+    return c, (None if c.ndim == 1 else c.shape[1])
+
+
+def _check_dims(**dims) -> None:
+    for name, value in dims.items():
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+
+
+def _covariance_readout(X: Array, c: Array) -> Array:
+    r"""$u = \Sigma_X c$ with $\Sigma_X = \frac1N XX^\top - x_{avg}x_{avg}^\top$ (Eq. 79)."""
+    N = X.shape[1]
+    x_avg = X.mean(axis=1)
+    sigma = X @ X.T / N - jnp.outer(x_avg, x_avg)
+    return sigma @ c.astype(X.dtype)
+
+
+def stack_query_key(WQ: Float[ArrayLike, "k D"], WK: Float[ArrayLike, "k D"]) -> Float[Array, "twoD k"]:
+    r"""The nqf weights ``[W^Q.T; W^K.T]`` of :func:`single_head_attention_logits`.
+
+    Column $i$ is the neuron of Prop. 4, $w_i = [w_i^Q; w_i^K]$: row $i$ of the
+    paper's $W^Q$ and row $i$ of its $W^K$ (both $d_k\times D$).
+    """
+    if np.ndim(WQ) != 2 or np.shape(WQ) != np.shape(WK):
+        raise ValueError(
+            f"`WQ` and `WK` must be matrices of the same shape (d_k, D); got {np.shape(WQ)} and {np.shape(WK)}.")
+    return jnp.concatenate([jnp.asarray(WQ).T, jnp.asarray(WK).T], axis=0)
+
+
+def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+    r"""Single-head attention with a fixed readout, neurons = rows of $W^Q, W^K$ (Eq. 11, Prop. 4).
+
+    $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top (W^K)^\top W^Q x}{\sqrt{d_k}}\Big),
+       \qquad (W^K)^\top W^Q = \sum_i w_i^K (w_i^Q)^\top . $$
+
+    nqf weights ``W`` of shape ``(2D, d)``, column $i$ = ``[w_i^Q; w_i^K]`` (use
+    :func:`stack_query_key`); input ``x = (q, X)`` with the query token $q$ (the
+    paper's $x$) and the context $X\in\mathbb R^{D\times N}$. Closed form (Eq. 12):
+
+    $$ A(X) = \frac{1}{2\sqrt{d_k}}\begin{bmatrix}0 & x u^\top\\ u x^\top & 0\end{bmatrix},\quad u = \Sigma_X c . $$
+
+    ``c`` of shape ``(D, o)`` gives one $A^{(m)}$ per output (App. B.2). $\sqrt{d_k}$
+    is a fixed temperature (module docstring).
+    """
+    _check_dims(D=D, N=N, d_k=d_k)
+    c, outputs = _readout_vector(c, D)
+    p = 2 * D
+
+    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        _check_rows_weights(W, p, "single_head_attention_logits", "W^Q and W^K (stack_query_key)")
+        q, X = _split_input(x, D, N)
+        W = jnp.asarray(W)
+        WQ, WK = W[:D].T, W[D:].T  # (d, D): the paper's matrices, one row per neuron
+        attn = jax.nn.softmax(X.T @ (WK.T @ (WQ @ q)) / np.sqrt(d_k))
+        return c.astype(X.dtype).T @ (X @ attn)
+
+    def structure(x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, D, N)
+        u = _covariance_readout(X, c)  # (D,) or (D, o)
+        block = lambda uu: jnp.outer(q, uu) / np.sqrt(d_k)  # noqa: E731
+        C = block(u) if outputs is None else jax.vmap(block, in_axes=1)(u)
+        return feedforward_structure(C)
+
+    return Architecture(
+        "single-head attention logits", p, apply, structure, _sample_pair(D, N),
+        f"neuron w_i = [row i of W^Q ({D}); row i of W^K ({D})]: neurons are the ROWS of the paper's "
+        f"W^Q, W^K; nqf W = stack_query_key(W^Q, W^K); temperature sqrt(d_k), d_k = {d_k}; x = (q, X); "
+        "Prop. 4, Eq. (12)", outputs)
+
+
+def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+    r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3).
+
+    $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big)
+       = c^\top x_{avg} + \frac{1}{\sqrt{d_k}}\,u^\top W^\top W x + O(\|W\|^4), \quad u = \Sigma_X c . $$
+
+    The paper's $W \in \mathbb R^{d_k\times D}$ has one neuron per row, so the
+    NQF order parameter is $M = W^\top W$; nqf takes ``W_nqf = W.T`` of shape
+    ``(D, d)`` and then $M = W_\text{nqf} W_\text{nqf}^\top$ is the same matrix.
+    Closed form (Table 3):
+
+    $$ A^\text{tied}_{x, X, c} = \frac{1}{2\sqrt{d_k}}\,(x u^\top + u x^\top). $$
+
+    Not feed-forward: $A$ is not of the block off-diagonal form of Eq. (17).
+    """
+    _check_dims(D=D, N=N, d_k=d_k)
+    c, outputs = _readout_vector(c, D)
+    p = D
+
+    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        _check_rows_weights(W, p, "tied_qk_attention", "W (d_k x D)")
+        q, X = _split_input(x, D, N)
+        W = jnp.asarray(W)
+        attn = jax.nn.softmax(X.T @ (W @ (W.T @ q)) / np.sqrt(d_k))  # W W^T = W_paper^T W_paper
+        return c.astype(X.dtype).T @ (X @ attn)
+
+    def structure(x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, D, N)
+        u = _covariance_readout(X, c)
+        sym = lambda uu: (jnp.outer(q, uu) + jnp.outer(uu, q)) / (2.0 * np.sqrt(d_k))  # noqa: E731
+        return sym(u) if outputs is None else jax.vmap(sym, in_axes=1)(u)
+
+    return Architecture(
+        "tied query-key attention", p, apply, structure, _sample_pair(D, N),
+        f"neuron w_i = row i of the paper's W (d_k x D): neurons are ROWS, M = W^T W; nqf W = W_paper.T "
+        f"({D} x d); temperature sqrt(d_k), d_k = {d_k}; x = (q, X); Table 3", outputs)
+
+
+# ------------------------------------------------------ multi-head attention, Eq. (73)
+def mha_slices(D: int, d_k: int, d_v: int, outputs: int | None = None) -> dict[str, slice]:
+    r"""Row ranges of one neuron of :func:`nqf.architectures.multihead_attention`.
+
+    ``{"query", "key", "value", "readout"}`` for the packing
+    ``[vec(W^Q); vec(W^K); vec(W^V); v]`` (column-major vec).
+    """
+    _check_dims(D=D, d_k=d_k, d_v=d_v)
+    s, sv, o = d_k * D, d_v * D, 1 if outputs is None else outputs
+    return {"query": slice(0, s), "key": slice(s, 2 * s), "value": slice(2 * s, 2 * s + sv),
+            "readout": slice(2 * s + sv, 2 * s + sv + d_v * o)}
+
+
+def mha_quartic_term(
+    W: Float[ArrayLike, "p d"], x: Input, *, D: int, N: int, d_k: int, d_v: int
+) -> Float[Array, ""]:
+    r"""The first term of multi-head attention in which $W^Q, W^K$ appear (order 4, Eq. 73).
+
+    Expanding the softmax one order further than Eq. (72),
+    $\mathrm{softmax}(L) = \tfrac1N 1_N + J_S(0) L + O(\|L\|^2)$ with
+    $X J_S(0) X^\top = \Sigma_X$ (Eq. 79), a head contributes
+
+    $$ v_i^\top W_i^V x_{avg} \;+\; \frac{1}{\sqrt{d_k}}\, v_i^\top W_i^V \Sigma_X (W_i^K)^\top W_i^Q x \;+\; O(\|w_i\|^6). $$
+
+    This returns the sum over heads of the second (quartic) term, so that
+    $f_x(sW) = s^2\,\mathrm{Tr}[WW^\top A] + s^4\,T_4(W) + O(s^6)$. Scalar output only.
+    """
+    sl = mha_slices(D, d_k, d_v)
+    p = sl["readout"].stop
+    check_shape("W", W, (p, None), f"one column per head, p = {p} of multihead_attention")
+    check_finite("W", W)
+    q, X = _split_input(x, D, N)
+    return _quartic_fn(D, N, d_k, d_v)(jnp.asarray(W), q, X)
+
+
+@functools.lru_cache(maxsize=16)
+def _quartic_fn(D: int, N: int, d_k: int, d_v: int):
+    sl = mha_slices(D, d_k, d_v)
+
+    def run(W, q, X):
+        sigma = X @ X.T / N - jnp.outer(X.mean(axis=1), X.mean(axis=1))  # Sigma_X, Eq. (79)
+
+        def head(w):
+            Q, K = _unvec(w[sl["query"]], d_k, D), _unvec(w[sl["key"]], d_k, D)
+            V, v = _unvec(w[sl["value"]], d_v, D), w[sl["readout"]]
+            return v @ V @ sigma @ K.T @ Q @ q / np.sqrt(d_k)
+
+        return jnp.sum(jax.vmap(head, in_axes=1)(W))
+
+    return jax.jit(run)

@@ -1,0 +1,127 @@
+r"""Modules as sums of interchangeable neurons, each with its closed-form $A(x)$.
+
+A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
+\in \mathbb R^{p\times d}$ (**neurons are the columns**) and of one input
+``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
+(App. B.2). Each constructor returns an :class:`Architecture` that bundles the
+module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
+so that notebooks never special-case an architecture. Near $W = 0$
+(Theorem 1, Eq. 2)
+
+$$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
+
+Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
+Attention modules live in :mod:`nqf.architectures`. Matrices inside a neuron are
+vectorised **column-major** (``vec`` stacks columns), the convention of the
+Kronecker identities in App. A.5-A.6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._checks import check_finite
+from .._checks import check_shape
+from .._types import ArrayLike
+
+
+
+class Architecture(NamedTuple):
+    """A module together with its closed-form structure matrix.
+
+    Attributes:
+        name: short human-readable name (used in figure labels).
+        p: parameters per neuron (rows of ``W``).
+        apply: ``apply(W, x)``, ``W`` of shape ``(p, d)`` for any width ``d``.
+        structure: ``structure(x)``, the closed form $A(x)$, shape ``(p, p)``
+            (``(o, p, p)`` for ``o`` outputs, one $A^{(o)}$ per output, App. B.2).
+        sample_input: ``sample_input(key)`` draws one valid random input.
+        describe: the parameter packing of one neuron and the paper's reference.
+        outputs: ``None`` for a scalar module, else the output dimension ``o``.
+    """
+
+    name: str
+    p: int
+    apply: Callable
+    structure: Callable
+    sample_input: Callable
+    describe: str
+    outputs: int | None = None
+
+
+# ----------------------------------------------------------------- helpers
+def check_weights(W, p: int, module: str) -> None:
+    """Raise unless ``W`` has shape ``(p, d)`` with ``d >= 1``."""
+    shape = tuple(np.shape(W))
+    if len(shape) != 2 or shape[0] != p or shape[1] < 1:
+        raise ValueError(
+            f"`W` must have shape (p, d) = ({p}, *) for {module} (p parameters per neuron, "
+            f"one column per neuron); got shape {shape}."
+        )
+
+
+def check_input(name: str, x, shape: tuple[int, ...], meaning: str) -> None:
+    """Shape and finiteness check of one input array."""
+    check_shape(name, x, shape, meaning)
+    check_finite(name, x)
+
+
+def check_activation(phi: Callable, name: str = "activation", h: float = 1e-3) -> None:
+    r"""Raise unless ``phi`` looks $C^3$ at 0 (Prop. 1 needs it).
+
+    Compares the autodiff derivatives $\phi'$ and $\phi''$ at $\pm h$ and at 0;
+    a kink (ReLU, leaky ReLU, $|z|$) or a jump in $\phi''$ shows as a jump of
+    order one, whereas a smooth function changes by $O(h)$.
+    """
+    d1, d2 = jax.grad(phi), jax.grad(jax.grad(phi))
+    for order, fn in ((1, d1), (2, d2)):
+        lo, mid, hi = (float(fn(jnp.asarray(t, jnp.float32))) for t in (-h, 0.0, h))
+        tol = 0.05 * (1.0 + abs(mid))
+        if not all(np.isfinite((lo, mid, hi))) or abs(hi - lo) > tol or abs(mid - 0.5 * (hi + lo)) > tol:
+            raise ValueError(
+                f"`{name}` is not smooth at 0: its derivative of order {order} is {lo:.3g} at "
+                f"-{h:g}, {mid:.3g} at 0 and {hi:.3g} at +{h:g}. Theorem 1 needs a C^3 module, "
+                f"so no structure matrix exists (autodiff would silently return a one-sided "
+                f"value). Pass check_smooth=False to build the module anyway and inspect it "
+                f"with nqf.structure_report."
+            )
+
+
+def _zero_slope(phi: Callable, x) -> Array:
+    """$\\phi'(0)$ in the dtype of ``x`` (so float64 closed forms stay exact)."""
+    return jax.grad(phi)(jnp.zeros((), jnp.result_type(x, float)))
+
+
+def feedforward_structure(C: Float[ArrayLike, "*o n1 n2"]) -> Float[Array, "*o p p"]:
+    r"""Feed-forward structure matrix $A = \tfrac12\begin{bmatrix}0 & C\\ C^\top & 0\end{bmatrix}$ (Eq. 17).
+
+    ``C`` may carry a leading output axis ``(o, n1, n2)``; then one $A^{(o)}$
+    per output is returned, shape ``(o, n1 + n2, n1 + n2)``.
+    """
+    C = jnp.asarray(C)
+    n1, n2 = C.shape[-2:]
+    top = jnp.concatenate([jnp.zeros(C.shape[:-2] + (n1, n1), C.dtype), C], axis=-1)
+    bot = jnp.concatenate([jnp.swapaxes(C, -1, -2), jnp.zeros(C.shape[:-2] + (n2, n2), C.dtype)], -1)
+    return 0.5 * jnp.concatenate([top, bot], axis=-2)
+
+
+def _readout_blocks(col: Float[Array, " n"], outputs: int | None) -> Array:
+    """$C = c$ (scalar module) or the stack $C^{(m)} = c\\, e_m^\\top$ (``outputs = o``)."""
+    if outputs is None:
+        return col[:, None]
+    return jnp.einsum("i,mj->mij", col, jnp.eye(outputs, dtype=col.dtype))
+
+
+def _readout(W_read: ArrayLike, h: Array, outputs: int | None) -> Array:
+    """$\\sum_i v_i h_i$ with $v_i$ scalar (row ``W_read[0]``) or in $\\mathbb R^o$."""
+    return W_read[0] @ h if outputs is None else W_read @ h
+
+
+def _check_outputs(outputs: int | None) -> None:
+    if outputs is not None and (not isinstance(outputs, (int, np.integer)) or outputs < 1):
+        raise ValueError(f"`outputs` must be None (scalar output) or a positive int; got {outputs!r}.")

@@ -1,0 +1,258 @@
+r"""Modules as sums of interchangeable neurons, each with its closed-form $A(x)$.
+
+A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
+\in \mathbb R^{p\times d}$ (**neurons are the columns**) and of one input
+``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
+(App. B.2). Each constructor returns an :class:`Architecture` that bundles the
+module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
+so that notebooks never special-case an architecture. Near $W = 0$
+(Theorem 1, Eq. 2)
+
+$$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
+
+Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
+Attention modules live in :mod:`nqf.architectures`. Matrices inside a neuron are
+vectorised **column-major** (``vec`` stacks columns), the convention of the
+Kronecker identities in App. A.5-A.6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._types import ArrayLike
+from ._base import Architecture
+from ._base import _check_outputs
+from ._base import _readout
+from ._base import _readout_blocks
+from ._base import _zero_slope
+from ._base import check_activation
+from ._base import check_input
+from ._base import check_weights
+from ._base import feedforward_structure
+
+
+
+# ------------------------------------------------------------ architectures
+def two_layer_mlp(
+    k: int,
+    activation: Callable = jnp.tanh,
+    outputs: int | None = None,
+    *,
+    bias: bool = False,
+    check_smooth: bool = True,
+) -> Architecture:
+    r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1).
+
+    Neuron packing: ``w = [u; v]`` ($u \in \mathbb R^k$, $v \in \mathbb R$), or
+    ``w = [u; b; v]`` with ``bias=True``; with ``outputs = o`` the readout is
+    $v \in \mathbb R^o$ and there is one $A^{(m)}$ per output (App. B.2).
+    Closed form (Eq. 6), with $\tilde x = x$ (or $[x; 1]$ with a bias):
+
+    $$ A^{(m)}(x) = \frac{\phi'(0)}{2}\begin{bmatrix} 0 & \tilde x e_m^\top \\ e_m \tilde x^\top & 0\end{bmatrix}. $$
+
+    A hidden bias keeps ZGZ when $\phi(0) = 0$ ($\partial_b f = v\phi' = 0$ and
+    $\partial_v f = \phi(0) = 0$ at $w_i = 0$): it acts as a constant input 1.
+    If $\phi(0) \ne 0$ the formula is still the $A$ of the general form (Eq. 20)
+    but ZGZ fails with $g(x) = [0; \phi(0) e_m]$.
+    """
+    _check_outputs(outputs)
+    if check_smooth:
+        check_activation(activation)
+    n_in = k + int(bias)
+    n_out = 1 if outputs is None else outputs
+    p = n_in + n_out
+
+    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
+        check_weights(W, p, "two_layer_mlp")
+        check_input("x", x, (k,), "one input vector")
+        z = W[:k].T @ x + (W[k] if bias else 0.0)
+        return _readout(W[n_in:], activation(z), outputs)
+
+    def structure(x: ArrayLike) -> Float[Array, "*o p p"]:
+        check_input("x", x, (k,), "one input vector")
+        x = jnp.asarray(x)
+        xt = jnp.concatenate([x, jnp.ones((1,), x.dtype)]) if bias else x
+        return feedforward_structure(_zero_slope(activation, x) * _readout_blocks(xt, outputs))
+
+    def sample_input(key) -> Float[Array, " k"]:
+        return jax.random.normal(key, (k,))
+
+    packing = "[u (k); b (1); v]" if bias else "[u (k); v]"
+    return Architecture(
+        "two-layer MLP" + (" (bias)" if bias else ""), p, apply, structure, sample_input,
+        f"neuron w = {packing}, v of size {n_out}; f = sum_i v_i phi(u_i.x"
+        f"{' + b_i' if bias else ''}); Prop. 1, Eq. (6)", outputs)
+
+
+def _patch_index(height: int, width: int, kh: int, kw: int) -> np.ndarray:
+    """Flat indices ``(P, kh*kw)`` of the valid stride-1 patches, row-major."""
+    rows = np.arange(height - kh + 1)[:, None, None, None] + np.arange(kh)[None, None, :, None]
+    cols = np.arange(width - kw + 1)[None, :, None, None] + np.arange(kw)[None, None, None, :]
+    return (rows * width + cols).reshape(-1, kh * kw)
+
+
+def cnn(
+    height: int,
+    width: int,
+    kh: int,
+    kw: int,
+    activation: Callable = jnp.tanh,
+    outputs: int | None = None,
+    *,
+    check_smooth: bool = True,
+) -> Architecture:
+    r"""Single-channel CNN with global sum pooling, $f = \sum_i v_i \sum_p \phi(k_i^\top x_p)$ (Eq. 15).
+
+    Valid cross-correlation (no kernel flip), stride 1, no padding; $x_p$ is the
+    row-major flattened $k_h\times k_w$ patch $p$, $P = (H-k_h+1)(W-k_w+1)$.
+    Neuron packing ``w = [vec_row(K) (kh*kw); v]`` (``v`` in $\mathbb R^o$ with
+    ``outputs = o``). Closed form (Prop. 6, Eq. 16): the MLP's $A$ with
+    $\sum_p x_p$ in place of $x$.
+    """
+    _check_outputs(outputs)
+    if not (1 <= kh <= height and 1 <= kw <= width):
+        raise ValueError(f"kernel ({kh}, {kw}) must fit in the input ({height}, {width}).")
+    if check_smooth:
+        check_activation(activation)
+    idx = _patch_index(height, width, kh, kw)
+    m = kh * kw
+    p = m + (1 if outputs is None else outputs)
+
+    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
+        check_weights(W, p, "cnn")
+        check_input("x", x, (height, width), "one single-channel image")
+        patches = jnp.reshape(x, (-1,))[idx]  # (P, m)
+        return _readout(W[m:], activation(patches @ W[:m]).sum(0), outputs)
+
+    def structure(x: ArrayLike) -> Float[Array, "*o p p"]:
+        check_input("x", x, (height, width), "one single-channel image")
+        x = jnp.asarray(x)
+        s = jnp.reshape(x, (-1,))[idx].sum(0)
+        return feedforward_structure(_zero_slope(activation, x) * _readout_blocks(s, outputs))
+
+    def sample_input(key) -> Float[Array, "h w"]:
+        return jax.random.normal(key, (height, width))
+
+    return Architecture(
+        "single-layer CNN", p, apply, structure, sample_input,
+        f"neuron w = [kernel ({kh}x{kw}, row-major); v]; global sum pooling over "
+        f"{idx.shape[0]} patches; Prop. 6, Eq. (16)", outputs)
+
+
+def linear_expert(theta: Float[ArrayLike, " n"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+    r"""Default expert $E(x; \theta) = \theta^\top x$, so $G(x) = \nabla_\theta E(x; 0) = x$."""
+    return theta @ x
+
+
+def mixture_of_experts(
+    k: int,
+    expert: Callable | None = None,
+    n_theta: int | None = None,
+    gate: Callable = jnp.tanh,
+    *,
+    check_smooth: bool = True,
+) -> Architecture:
+    r"""Mixture of experts with independent gating, $f = \sum_i \psi(r_i^\top x)\, E(x; \Theta_i)$ (Eq. 13).
+
+    Neuron packing ``w = [r (k); theta (n_theta)]``. ``expert(theta, x)`` returns
+    a scalar; the default is :func:`linear_expert` ($n_\theta = k$). Prop. 5
+    needs $\psi(0) = 0$ and $E(x; 0) = 0$ (checked here on a sample input).
+    Closed form (Eq. 14), $G(x) = \nabla_\Theta E(x; 0)$:
+
+    $$ A(x) = \frac{\psi'(0)}{2}\begin{bmatrix} 0 & x G(x)^\top \\ G(x) x^\top & 0\end{bmatrix}. $$
+    """
+    if expert is None:
+        expert, n_theta = linear_expert, k if n_theta is None else n_theta
+        if n_theta != k:
+            raise ValueError(f"the linear expert needs n_theta = k = {k}; got {n_theta}.")
+    elif n_theta is None or n_theta < 1:
+        raise ValueError(f"`n_theta` (parameters of one expert) is required with a custom expert; got {n_theta!r}.")
+    if check_smooth:
+        check_activation(gate, "gate")
+    if abs(float(gate(jnp.zeros(())))) > 0:
+        raise ValueError(f"`gate` must satisfy psi(0) = 0 (Prop. 5); got psi(0) = {float(gate(jnp.zeros(()))):.3g}.")
+    e0 = expert(jnp.zeros(n_theta), jax.random.normal(jax.random.PRNGKey(0), (k,)))
+    if np.shape(e0) != () or abs(float(e0)) > 0:
+        raise ValueError(f"`expert` must return a scalar with E(x; 0) = 0 (Prop. 5); got {e0!r}.")
+    p = k + n_theta
+
+    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        check_weights(W, p, "mixture_of_experts")
+        check_input("x", x, (k,), "one input vector")
+        experts = jax.vmap(expert, in_axes=(1, None))(jnp.asarray(W[k:]), x)
+        return jnp.sum(gate(W[:k].T @ x) * experts)
+
+    def structure(x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (k,), "one input vector")
+        x = jnp.asarray(x)
+        G = jax.grad(expert)(jnp.zeros(n_theta, jnp.result_type(x, float)), x)
+        return feedforward_structure(_zero_slope(gate, x) * jnp.outer(x, G))
+
+    def sample_input(key) -> Float[Array, " k"]:
+        return jax.random.normal(key, (k,))
+
+    return Architecture(
+        "mixture of experts", p, apply, structure, sample_input,
+        f"neuron w = [r (k={k}); theta (n_theta={n_theta})]; f = sum_i psi(r_i.x) E(x; theta_i); "
+        "Prop. 5, Eq. (14)")
+
+
+def phase_retrieval(n: int) -> Architecture:
+    r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$ (Table 1 / Table 3).
+
+    Input ``x = a`` $\in \mathbb R^n$; neuron $w_i \in \mathbb R^n$. The module
+    is exactly quadratic, so the NQF is exact.
+    """
+
+    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        check_weights(W, n, "phase_retrieval")
+        check_input("x", x, (n,), "one sensing vector a")
+        return jnp.sum((W.T @ x) ** 2)
+
+    def structure(x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (n,), "one sensing vector a")
+        return jnp.outer(x, x)
+
+    def sample_input(key) -> Float[Array, " n"]:
+        return jax.random.normal(key, (n,))
+
+    return Architecture("phase retrieval", n, apply, structure, sample_input,
+                        "neuron w in R^n; f = sum_i (a.w_i)^2; A = a a^T (Table 1)")
+
+
+def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture:
+    r"""Diagonal linear network (Table 1 / Table 3).
+
+    Square parametrisation: neuron $u \in \mathbb R^n$,
+    $f_x = \sum_k x_k u_k^2 / 4$ (summed over neurons), $A_x = \tfrac14\mathrm{Diag}(x)$.
+    Two-factor signed form (``two_factor=True``): neuron ``[u; v]``,
+    $f_x = u^\top \mathrm{Diag}(x) v$, $A_x = \tfrac12[[0, \mathrm{Diag}(x)], [\mathrm{Diag}(x), 0]]$.
+    Both are exactly quadratic.
+    """
+    p = 2 * n if two_factor else n
+
+    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        check_weights(W, p, "diagonal_linear_network")
+        check_input("x", x, (n,), "one input vector")
+        if two_factor:
+            return jnp.sum(x[:, None] * W[:n] * W[n:])
+        return 0.25 * jnp.sum(x[:, None] * W**2)
+
+    def structure(x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (n,), "one input vector")
+        D = jnp.diag(jnp.asarray(x))
+        return feedforward_structure(D) if two_factor else 0.25 * D
+
+    def sample_input(key) -> Float[Array, " n"]:
+        return jax.random.normal(key, (n,))
+
+    if two_factor:
+        return Architecture("diagonal linear network (two-factor)", p, apply, structure, sample_input,
+                            "neuron w = [u (n); v (n)]; f = u^T Diag(x) v (Table 3)")
+    return Architecture("diagonal linear network", p, apply, structure, sample_input,
+                        "neuron w = u in R^n; f = sum_k x_k u_k^2 / 4; A = Diag(x)/4 (Table 1)")

@@ -1,0 +1,233 @@
+r"""Exactly quadratic rows of Table 3: matrix sensing, completion, embeddings and friends.
+
+Each constructor returns an :class:`~nqf.architectures.Architecture` (module, closed-form
+$A(x)$, input sampler). All these models are polynomials of degree two in the
+weights, so the NQF of Theorem 1 is exact and $A(x)$ is their Hessian block.
+Neurons are the **columns** of ``W``; the one row whose paper writes neurons as
+rows (linear SSL augmentation) takes the transpose of the paper's matrix, see
+:func:`nqf.architectures.to_nqf_weights`. The registry that lists all 17 rows of
+Table 3 is :data:`nqf.architectures.TABLE3`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+from .._checks import _is_concrete
+from .._checks import check_shape
+from .._types import ArrayLike
+from .._types import Input
+from ._base import Architecture
+from ._base import check_input
+from ._base import check_weights
+from ._base import feedforward_structure
+
+
+
+def _check_sizes(**sizes) -> None:
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+
+
+def _normal(shape):
+    return lambda key: jax.random.normal(key, shape)
+
+
+# ---------------------------------------------------------- exactly quadratic rows
+def psd_matrix_sensing(n: int) -> Architecture:
+    r"""PSD matrix sensing / factorisation, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3).
+
+    Input ``x = S_a`` $\in\mathbb R^{n\times n}$ (any square matrix), neuron $w_i\in\mathbb R^n$
+    (a column of the factor $W$). Exactly quadratic, with $A_a = \mathrm{Sym}(S_a) = \tfrac12(S_a + S_a^\top)$.
+    """
+    _check_sizes(n=n)
+
+    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n n"]) -> Float[Array, ""]:
+        check_weights(W, n, "psd_matrix_sensing")
+        check_input("x", x, (n, n), "one sensing matrix S_a")
+        W = jnp.asarray(W)
+        return jnp.sum(jnp.asarray(x) * (W @ W.T))
+
+    def structure(x: Float[ArrayLike, "n n"]) -> Float[Array, "p p"]:
+        check_input("x", x, (n, n), "one sensing matrix S_a")
+        S = jnp.asarray(x)
+        return 0.5 * (S + S.T)
+
+    return Architecture("PSD matrix sensing", n, apply, structure, _normal((n, n)),
+                        "neuron w_i in R^n (column of W); y = <S_a, W W^T>; A = Sym(S_a) (Table 3)")
+
+
+def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
+    r"""Rectangular matrix sensing, $\hat y_a = \langle S_a, UV^\top\rangle = \mathrm{Tr}(U^\top S_a V)$ (Table 3).
+
+    Neuron ``w = [u (n1); v (n2)]`` (column $i$ of $U$ stacked on column $i$ of $V$),
+    input ``x = S_a`` $\in\mathbb R^{n_1\times n_2}$. Feed-forward (Eq. 17) with $C = S_a$:
+    $A_a = \tfrac12\left[\begin{smallmatrix}0 & S_a\\ S_a^\top & 0\end{smallmatrix}\right]$.
+    """
+    _check_sizes(n1=n1, n2=n2)
+    p = n1 + n2
+
+    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n1 n2"]) -> Float[Array, ""]:
+        check_weights(W, p, "rectangular_matrix_sensing")
+        check_input("x", x, (n1, n2), "one sensing matrix S_a")
+        W = jnp.asarray(W)
+        return jnp.sum(W[:n1] * (jnp.asarray(x) @ W[n1:]))
+
+    def structure(x: Float[ArrayLike, "n1 n2"]) -> Float[Array, "p p"]:
+        check_input("x", x, (n1, n2), "one sensing matrix S_a")
+        return feedforward_structure(jnp.asarray(x))
+
+    return Architecture("rectangular matrix sensing", p, apply, structure, _normal((n1, n2)),
+                        f"neuron w_i = [u_i ({n1}); v_i ({n2})] (columns of U, V); y = Tr(U^T S_a V); Table 3")
+
+
+def _check_index_pair(x, n1: int, n2: int, names: str) -> Array:
+    check_shape("x", x, (2,), f"an index pair ({names})")
+    arr = jnp.asarray(x)
+    if not jnp.issubdtype(arr.dtype, jnp.integer):
+        raise ValueError(f"`x` must hold integer indices ({names}); got dtype {arr.dtype}.")
+    if _is_concrete(x):
+        i, j = (int(v) for v in np.asarray(x))
+        if not (0 <= i < n1 and 0 <= j < n2):
+            raise ValueError(f"`x` = ({i}, {j}) is out of range: ({names}) must lie in [0, {n1}) x [0, {n2}).")
+    return arr
+
+
+def _index_pair_model(n1: int, n2: int, name: str, names: str, describe: str) -> Architecture:
+    _check_sizes(n1=n1, n2=n2)
+    p = n1 + n2
+
+    def apply(W: Float[ArrayLike, "p d"], x: Int[ArrayLike, "2"]) -> Float[Array, ""]:
+        check_weights(W, p, name)
+        i, j = _check_index_pair(x, n1, n2, names)
+        W = jnp.asarray(W)
+        return W[i] @ W[n1 + j]
+
+    def structure(x: Int[ArrayLike, "2"]) -> Float[Array, "p p"]:
+        i, j = _check_index_pair(x, n1, n2, names)
+        dtype = jnp.zeros(()).dtype  # float64 when x64 is on
+        return feedforward_structure(jnp.outer(jax.nn.one_hot(i, n1, dtype=dtype), jax.nn.one_hot(j, n2, dtype=dtype)))
+
+    def sample_input(key) -> Int[Array, "2"]:
+        ki, kj = jax.random.split(key)
+        return jnp.stack([jax.random.randint(ki, (), 0, n1), jax.random.randint(kj, (), 0, n2)])
+
+    return Architecture(name.replace("_", " "), p, apply, structure, sample_input, describe)
+
+
+def matrix_completion(n_rows: int, n_cols: int) -> Architecture:
+    r"""Matrix completion / recommender entry, $\hat R_{ij} = u_i^\top v_j$ (Table 3).
+
+    $u_i$ is row $i$ of $U\in\mathbb R^{n_\text{rows}\times r}$, $v_j$ row $j$ of $V$;
+    a *neuron* is one latent factor, ``w = [U[:, k]; V[:, k]]``, $p = n_\text{rows} + n_\text{cols}$.
+    Input: the integer pair ``x = (i, j)``. $A_{ij} = \tfrac12\left[\begin{smallmatrix}0 & e_ie_j^\top\\
+    e_je_i^\top & 0\end{smallmatrix}\right]$.
+    """
+    return _index_pair_model(n_rows, n_cols, "matrix_completion", "row i, column j",
+                             f"neuron = one latent factor [U[:, k] ({n_rows}); V[:, k] ({n_cols})]; "
+                             "x = (i, j); R_ij = u_i.v_j; Table 3")
+
+
+def word_context_embedding(n_words: int, n_contexts: int) -> Architecture:
+    r"""Word–context embedding score, $s_{wc} = u_w^\top v_c$ (Table 3).
+
+    Word vectors are the rows of $U\in\mathbb R^{n_\text{words}\times r}$, context
+    vectors the rows of $V$; a neuron is one embedding dimension. Input ``x = (w, c)``.
+    $A_{wc} = \tfrac12\left[\begin{smallmatrix}0 & e_we_c^\top\\ e_ce_w^\top & 0\end{smallmatrix}\right]$.
+    """
+    return _index_pair_model(n_words, n_contexts, "word_context_embedding", "word w, context c",
+                             f"neuron = one embedding dimension [U[:, k] ({n_words}); V[:, k] ({n_contexts})]; "
+                             "x = (w, c); s_wc = u_w.v_c; Table 3")
+
+
+def quadratic_network(n: int) -> Architecture:
+    r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$, $A_x = xx^\top$ (Table 3).
+
+    The same function as :func:`nqf.architectures.phase_retrieval`, read as a network
+    with quadratic activation and unit readout rather than as a measurement.
+    """
+    _check_sizes(n=n)
+
+    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+        check_weights(W, n, "quadratic_network")
+        check_input("x", x, (n,), "one input vector")
+        return jnp.sum((jnp.asarray(W).T @ x) ** 2)
+
+    def structure(x: Float[ArrayLike, " n"]) -> Float[Array, "p p"]:
+        check_input("x", x, (n,), "one input vector")
+        return jnp.outer(x, x)
+
+    return Architecture("quadratic network", n, apply, structure, _normal((n,)),
+                        "neuron w_r in R^n; f = sum_r (w_r.x)^2; A = x x^T (Table 3)")
+
+
+def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Architecture:
+    r"""Bilinear sequence regression, $f = x_s^\top B x_t$ with $B = UV^\top$ (Table 3).
+
+    Input: a sequence $X\in\mathbb R^{D\times L}$ of $L$ tokens; the output couples
+    tokens ``s`` and ``t`` (fixed positions). Neuron ``w = [u (D); v (D)]`` (column $i$
+    of $U$ and of $V$). Feed-forward with $C = x_s x_t^\top$:
+    $A_{s,t} = \tfrac12\left[\begin{smallmatrix}0 & x_sx_t^\top\\ x_tx_s^\top & 0\end{smallmatrix}\right]$.
+    """
+    _check_sizes(D=D, L=L)
+    for name, pos in (("s", s), ("t", t)):
+        if not isinstance(pos, (int, np.integer)) or not 0 <= pos < L:
+            raise ValueError(f"`{name}` must be a token position in [0, {L}); got {pos!r}.")
+    p = 2 * D
+
+    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "D L"]) -> Float[Array, ""]:
+        check_weights(W, p, "bilinear_sequence_regression")
+        check_input("x", x, (D, L), "one token sequence X")
+        W, X = jnp.asarray(W), jnp.asarray(x)
+        return (X[:, s] @ W[:D]) @ (W[D:].T @ X[:, t])
+
+    def structure(x: Float[ArrayLike, "D L"]) -> Float[Array, "p p"]:
+        check_input("x", x, (D, L), "one token sequence X")
+        X = jnp.asarray(x)
+        return feedforward_structure(jnp.outer(X[:, s], X[:, t]))
+
+    return Architecture("bilinear sequence regression", p, apply, structure, _normal((D, L)),
+                        f"neuron w_i = [u_i ({D}); v_i ({D})] (columns of U, V); f = x_s^T U V^T x_t, "
+                        f"(s, t) = ({s}, {t}); Table 3")
+
+
+def linear_ssl_augmentation(n: int) -> Architecture:
+    r"""Linear SSL augmentation term $\lVert W\Delta\rVert^2 = \mathrm{Tr}(W^\top W\Delta\Delta^\top)$ (Table 3).
+
+    The paper's encoder $W\in\mathbb R^{d\times n}$ has one neuron per **row**, so its
+    order parameter is $W^\top W$. nqf takes ``W_nqf = W.T`` (shape ``(n, d)``, one
+    column per neuron). Input ``x = (x, chi)``, a sample and its augmentation;
+    $A_\Delta = \Delta\Delta^\top$, $\Delta = x - \chi$.
+    """
+    _check_sizes(n=n)
+
+    def _delta(x) -> Array:
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError(f"`x` must be a pair (x, chi) of two views of shape ({n},); got {type(x).__name__}.")
+        check_input("x[0] (sample x)", x[0], (n,), "one sample")
+        check_input("x[1] (augmentation chi)", x[1], (n,), "its augmented view")
+        return jnp.asarray(x[0]) - jnp.asarray(x[1])
+
+    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, ""]:
+        shape = tuple(np.shape(W))
+        if len(shape) != 2 or shape[0] != n or shape[1] < 1:
+            raise ValueError(
+                f"`W` must have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron. "
+                f"The paper's encoder W (d x {n}) has neurons as ROWS; pass W.T (to_nqf_weights). Got shape {shape}.")
+        return jnp.sum((jnp.asarray(W).T @ _delta(x)) ** 2)
+
+    def structure(x: Input) -> Float[Array, "p p"]:
+        delta = _delta(x)
+        return jnp.outer(delta, delta)
+
+    def sample_input(key):
+        k1, k2 = jax.random.split(key)
+        base = jax.random.normal(k1, (n,))
+        return base, base + 0.5 * jax.random.normal(k2, (n,))
+
+    return Architecture("linear SSL augmentation", n, apply, structure, sample_input,
+                        f"neuron = row of the paper's encoder W (d x {n}): neurons are ROWS, M = W^T W; "
+                        "nqf W = W_paper.T; x = (x, chi); A = Delta Delta^T (Table 3)")

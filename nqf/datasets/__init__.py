@@ -1,0 +1,19 @@
+r"""Data built to satisfy (or break) an assumption, figure datasets and teachers.
+"""
+
+from ._random import random_orthogonal as random_orthogonal
+from ._random import orthogonal_features_dataset as orthogonal_features_dataset
+from ._riccati import IsotropicData as IsotropicData
+from ._riccati import isotropic_dataset as isotropic_dataset
+from ._riccati import LinearNetworkData as LinearNetworkData
+from ._riccati import linear_network_dataset as linear_network_dataset
+from ._riccati import balanced_init as balanced_init
+from ._riccati import mode_strengths as mode_strengths
+from ._solvable import SolvableData as SolvableData
+from ._solvable import commuting_dataset as commuting_dataset
+from ._solvable import proportional_dataset as proportional_dataset
+from ._solvable import orthogonal_samples_dataset as orthogonal_samples_dataset
+from ._solvable import orthogonal_features_data as orthogonal_features_data
+from ._solvable import breaking_direction as breaking_direction
+from ._sudden import fig4_dataset as fig4_dataset
+from ._sudden import gaussian_init as gaussian_init

@@ -1,0 +1,164 @@
+r"""Exactly solvable cases of the NQF gradient flow under Assumption 1 (Sec. 5).
+
+Datasets built to satisfy each assumption, and the closed forms of
+
+* Proposition 7 (Eq. 30): off-diagonal entries of $\tilde M = P^\top M P$ are slaved to
+  the features, $\tilde M_{ij}(t) = \tilde M_{ij}(0)\sqrt{z_i(t)z_j(t)/(z_i(0)z_j(0))}$;
+* Theorem 4 (Eqs. 33–34), proportional samples $A(x_\mu) = c_\mu A$;
+* Theorem 5 (Eqs. 35–36), orthogonal samples $A(x_\mu)A(x_\nu) = 0$;
+* Theorem 6 (Eqs. 38–39), orthogonal features (full $W(t)$ and $M(t)$).
+
+Theorems 4 and 5 are *implicit* (Eqs. 34, 36); their quadratures are evaluated and
+inverted in :mod:`nqf.solutions`, without integrating any differential equation. The isotropic case (Thm 7) and the
+projector solution (Thm 16, Cor. 4) live in :mod:`nqf.solutions`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Float
+from .._checks import check_finite
+from .._checks import check_ndim
+from .._checks import check_shape
+from .._types import ArrayLike
+from .._types import StructureStack
+from ..model._model import check_dataset
+from ._random import orthogonal_features_dataset
+from ._random import random_orthogonal
+
+
+
+class SolvableData(NamedTuple):
+    """A dataset built to satisfy an assumption: ``As = P diag(lambdas[mu]) P^T``."""
+
+    As: Float[ArrayLike, "m p p"]
+    ys: Float[ArrayLike, " m"]
+    P: Float[ArrayLike, "p p"]  # shared eigenbasis (columns)
+    lambdas: Float[ArrayLike, "m p"]  # lambda_{mu,k}
+
+
+# --------------------------------------------------------------------------- datasets
+def _basis(p: int, P, seed) -> np.ndarray:
+    if P is None:
+        return np.eye(p) if seed is None else random_orthogonal(p, seed)
+    P = np.asarray(P, dtype=float)
+    check_shape("P", P, (p, p), "orthogonal eigenbasis")
+    if not np.allclose(P.T @ P, np.eye(p), atol=1e-10):
+        raise ValueError(f"`P` must be orthogonal; got max |P^T P - I| = {np.abs(P.T @ P - np.eye(p)).max():.3g}.")
+    return P
+
+
+def commuting_dataset(
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], *, P=None, seed: int | None = None
+) -> SolvableData:
+    r"""Commuting structure matrices $A(x_\mu) = P\,\mathrm{diag}(\lambda_{\mu,\cdot})P^\top$
+    (Assumption 1). ``P`` defaults to the identity, or a random orthogonal matrix when
+    ``seed`` is given."""
+    lam = np.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
+    m, p = lam.shape
+    check_shape("ys", ys, (m,), "one target per sample")
+    check_finite("lambdas", lam)
+    check_finite("ys", ys)
+    Pm = _basis(p, P, seed)
+    As = np.einsum("ik,mk,jk->mij", Pm, lam, Pm)
+    As = 0.5 * (As + np.swapaxes(As, 1, 2))
+    return SolvableData(jnp.asarray(As), jnp.asarray(ys, dtype=float), jnp.asarray(Pm), jnp.asarray(lam))
+
+
+def proportional_dataset(
+    lambdas: Float[ArrayLike, " p"], cs: Float[ArrayLike, " m"], ys: Float[ArrayLike, " m"], *, P=None,
+    seed: int | None = None,
+) -> SolvableData:
+    r"""Proportional samples $A(x_\mu) = c_\mu A$, $A = P\,\mathrm{diag}(\lambda)P^\top$ (Theorem 4)."""
+    lam = np.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 1, "eigenvalues of the shared matrix A")
+    cs = np.asarray(cs, dtype=float)
+    check_ndim("cs", cs, 1, "one proportionality constant per sample")
+    return commuting_dataset(cs[:, None] * lam[None, :], ys, P=P, seed=seed)
+
+
+def orthogonal_samples_dataset(
+    block_eigs: Float[ArrayLike, "m K"], ys: Float[ArrayLike, " m"], *, P=None, seed: int | None = None
+) -> SolvableData:
+    r"""Orthogonal samples (Theorem 5): sample $\mu$ has eigenvalues ``block_eigs[mu]`` on its
+    own block of $K$ eigen-directions (indices $\mu K, \dots, \mu K + K - 1$, counting from 0)
+    and zero elsewhere, so $A(x_\mu)A(x_\nu) = 0$ for $\mu\ne\nu$; $p = mK$."""
+    be = np.asarray(block_eigs, dtype=float)
+    check_ndim("block_eigs", be, 2, "one block of K eigenvalues per sample")
+    m, K = be.shape
+    lam = np.zeros((m, m * K))
+    for mu in range(m):
+        lam[mu, mu * K:(mu + 1) * K] = be[mu]
+    return commuting_dataset(lam, ys, P=P, seed=seed)
+
+
+def orthogonal_features_data(
+    r: Float[ArrayLike, " p"], C_kk: float = 1.0, *, seed: int = 0, P=None, rotate_seed: int | None = None
+) -> SolvableData:
+    r"""Orthogonal features (Theorem 6): the Fig. 3 construction of
+    :func:`nqf.datasets.orthogonal_features_dataset` ($\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = 0$ for
+    $k\ne j$), optionally rotated into a random eigenbasis ``P`` (``rotate_seed``)."""
+    As, ys = orthogonal_features_dataset(r, C_kk, seed)
+    lam = np.einsum("mii->mi", np.asarray(As))
+    return commuting_dataset(lam, ys, P=P, seed=rotate_seed)
+
+
+_KINDS = ("commuting", "proportional", "orthogonal_samples", "orthogonal_features", "feedforward")
+
+
+def breaking_direction(
+    kind: str, As: StructureStack, *, P: Float[ArrayLike, "p p"] | None = None,
+    lambdas: Float[ArrayLike, "m p"] | None = None, n_out: int | None = None, seed: int = 0,
+) -> np.ndarray:
+    r"""A perturbation $E_\mu$ that breaks one assumption on purpose; the data $A_\mu + \eta E_\mu$
+    violate it by an amount $\propto\eta$. Each $E_\mu$ is scaled to the mean Frobenius norm of the
+    $A_\mu$, so $\eta$ is a relative size.
+
+    ``kind``:
+      * ``"commuting"`` — random symmetric $E_\mu$ (breaks Assumption 1, and Assumption 2);
+      * ``"proportional"`` — $P\,\mathrm{diag}(d_\mu)P^\top$, random $d_\mu$ (keeps Assumption 1,
+        breaks $A_\mu = c_\mu A$ of Thm 4);
+      * ``"orthogonal_samples"`` — sample $\mu$ also touches the first direction used by sample
+        $\mu+1$ (keeps Assumption 1, breaks $A_\mu A_\nu = 0$ of Thm 5; needs ``lambdas``);
+      * ``"orthogonal_features"`` — $P\,\mathrm{diag}(G_{\cdot\mu})P^\top$, random $G$ (keeps
+        Assumption 1, makes $\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j}\ne0$, breaking Thm 6);
+      * ``"feedforward"`` — random $\frac12[[0, E],[E^\top, 0]]$ with $E\in\mathbb R^{n_\mathrm{out}\times n_\mathrm{in}}$
+        (keeps the form of Eq. 265, breaks the eigen-condition (268) of Cor. 4; needs ``n_out``).
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"`kind` must be one of {_KINDS}; got {kind!r}.")
+    m, p = check_dataset(As)
+    rng = np.random.default_rng(seed)
+    Pm = np.eye(p) if P is None else np.asarray(P, dtype=float)
+    check_shape("P", Pm, (p, p), "eigenbasis")
+    if kind == "commuting":
+        E = rng.normal(size=(m, p, p))
+        E = 0.5 * (E + np.swapaxes(E, 1, 2))
+    elif kind == "proportional":
+        E = np.einsum("ik,mk,jk->mij", Pm, rng.normal(size=(m, p)), Pm)
+    elif kind == "orthogonal_features":
+        E = np.einsum("ik,mk,jk->mij", Pm, rng.normal(size=(m, p)), Pm)
+    elif kind == "orthogonal_samples":
+        if lambdas is None:
+            raise ValueError("`lambdas` is required for kind='orthogonal_samples'.")
+        lam = np.asarray(lambdas, dtype=float)
+        check_shape("lambdas", lam, (m, p), "eigenvalues of each sample")
+        d = np.zeros((m, p))
+        for mu in range(m):
+            nxt = np.flatnonzero(lam[(mu + 1) % m])
+            d[mu, nxt[0]] = 1.0
+        E = np.einsum("ik,mk,jk->mij", Pm, d, Pm)
+    else:
+        if n_out is None or not 0 < int(n_out) < p:
+            raise ValueError(f"`n_out` must be an integer in (0, p={p}) for kind='feedforward'; got {n_out!r}.")
+        n_out = int(n_out)
+        G = rng.normal(size=(m, n_out, p - n_out))
+        E = np.zeros((m, p, p))
+        E[:, :n_out, n_out:] = 0.5 * G
+        E[:, n_out:, :n_out] = 0.5 * np.swapaxes(G, 1, 2)
+    scale = np.mean(np.linalg.norm(np.asarray(As), axis=(1, 2)))
+    return E * (scale / np.linalg.norm(E, axis=(1, 2), keepdims=True).clip(1e-300))

@@ -1,0 +1,29 @@
+r"""Training dynamics: the exact discrete update on $(M, \mu)$ (Thm 2, Cor. 2), compression
+(Thm 3, Cor. 3), the gradient flow (Eq. 28), and training of the weights with optax.
+"""
+
+from ._compression import structure_span as structure_span
+from ._compression import Compressed as Compressed
+from ._compression import compress as compress
+from ._compression import compression_error as compression_error
+from ._compression import compression_bound as compression_bound
+from ._compression import update_lipschitz as update_lipschitz
+from ._discrete import nqf_sgd_step as nqf_sgd_step
+from ._discrete import nqf_sgd as nqf_sgd
+from ._discrete import weights_from_statistics as weights_from_statistics
+from ._discrete import same_statistics as same_statistics
+from ._discrete import statistics as statistics
+from ._discrete import weight_outputs as weight_outputs
+from ._discrete import step_prediction_error as step_prediction_error
+from ._discrete import MomentumState as MomentumState
+from ._discrete import momentum_state as momentum_state
+from ._discrete import nqf_momentum_step as nqf_momentum_step
+from ._discrete import nqf_momentum as nqf_momentum
+from ._flow import log_times as log_times
+from ._flow import solve_ode as solve_ode
+from ._flow import gradient_flow as gradient_flow
+from ._flow import gradient_flow_batch as gradient_flow_batch
+from ._flow import trajectory_error as trajectory_error
+from ._train import train_weights as train_weights
+from ._train import GDRun as GDRun
+from ._train import full_batch_gd as full_batch_gd

@@ -1,0 +1,15 @@
+r"""The NQF model on $(M, \mu)$: outputs (Eq. 20), loss, $H$, the flow field (Eq. 28), and the NTK (Prop. 8).
+"""
+
+from ._model import check_dataset as check_dataset
+from ._model import check_order_parameter as check_order_parameter
+from ._model import outputs as outputs
+from ._model import residuals as residuals
+from ._model import mse_loss as mse_loss
+from ._model import h_matrix as h_matrix
+from ._model import flow_field as flow_field
+from ._ntk import ntk as ntk
+from ._ntk import ntk_trajectory as ntk_trajectory
+from ._ntk import empirical_ntk as empirical_ntk
+from ._ntk import ntk_change as ntk_change
+from ._ntk import width_scaled as width_scaled

@@ -1,0 +1,160 @@
+r"""The empirical neural tangent kernel of an NQF from $(M, \mu)$ (Prop. 8, App. B.6).
+
+The gradient of the general NQF (Eq. 20) is
+$\nabla_W f_x = u(x)\mathbf 1^\top + 2A(x)W$ with $u(x) = g(x) + 2B(x)\mu$
+(Eq. 247), so the kernel $\Theta(x, x') = \langle\nabla_W f_x, \nabla_W f_{x'}\rangle$ is
+
+$$ \Theta(x, x') = d\,u(x)^\top u(x') + 2u(x)^\top A(x')\mu + 2\mu^\top A(x)u(x')
+   + 4\,\mathrm{Tr}[A(x)A(x')M] \qquad\text{(Eq. 245)}, $$
+
+a function of the order parameters alone. Since $(M, \mu)$ move during
+training (Thm 2), so does the kernel: how much depends on how $g$, $A$, $B$
+scale with the width (Prop. 9). :func:`width_scaled` applies the scalings
+$g = d^{-\alpha_g}g_0$, $A = d^{-\alpha_A}A_0$, $B = d^{-\alpha_B}B_0$;
+:func:`ntk_change` measures the relative change of the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._checks import check_finite
+from .._checks import check_ndim
+from .._checks import check_positive
+from .._checks import check_shape
+from .._types import ArrayLike
+from .._types import Matrix
+from .._types import StructureStack
+from ._model import check_dataset
+from ._model import check_order_parameter
+
+
+
+def _ntk(M, mu, As, gs, Bs, d):
+    m = As.shape[0]
+    u = jnp.zeros((m, mu.shape[0]), dtype=As.dtype)
+    if gs is not None:
+        u = u + gs
+    if Bs is not None:
+        u = u + 2.0 * jnp.einsum("mij,j->mi", Bs, mu)
+    Amu = jnp.einsum("mij,j->mi", As, mu)  # A(x) mu
+    cross = 2.0 * u @ Amu.T  # 2 u(x)^T A(x') mu
+    AM = jnp.einsum("aij,jk->aik", As, M)
+    trace = 4.0 * jnp.einsum("aij,bji->ab", As, AM)  # 4 Tr[A(x) A(x') M]
+    return d * u @ u.T + cross + cross.T + trace
+
+
+def ntk(
+    M: Matrix,
+    mu: Float[ArrayLike, " p"],
+    As: StructureStack,
+    *,
+    d: int,
+    gs: Float[ArrayLike, "m p"] | None = None,
+    Bs: Float[ArrayLike, "m p p"] | None = None,
+) -> Float[Array, "m m"]:
+    r"""The NTK Gram matrix $\Theta(x_a, x_b)$ over the samples of ``As`` from $(M, \mu)$, Eq. (245).
+
+    Args:
+        M, mu: order parameters, shapes ``(p, p)`` and ``(p,)``.
+        As: structure matrices ``(m, p, p)``; ``gs``, ``Bs`` the terms of Eq. (20) (or ``None``).
+        d: width (enters through the term $d\,u^\top u$).
+    """
+    m, p = check_dataset(As)
+    check_order_parameter(M, p)
+    check_shape("mu", mu, (p,), "sum of the neurons")
+    check_finite("mu", mu)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
+    if gs is not None:
+        check_shape("gs", gs, (m, p), "one g(x) per sample")
+    if Bs is not None:
+        check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
+    return _ntk(
+        jnp.asarray(M), jnp.asarray(mu), jnp.asarray(As),
+        None if gs is None else jnp.asarray(gs), None if Bs is None else jnp.asarray(Bs), float(d),
+    )
+
+
+def ntk_trajectory(
+    Ms: Float[ArrayLike, "T p p"],
+    mus: Float[ArrayLike, "T p"],
+    As: StructureStack,
+    *,
+    d: int,
+    gs: Float[ArrayLike, "m p"] | None = None,
+    Bs: Float[ArrayLike, "m p p"] | None = None,
+) -> Float[Array, "T m m"]:
+    """Eq. (245) at every saved step of a trajectory (e.g. from :func:`nqf.nqf_sgd`)."""
+    m, p = check_dataset(As)
+    check_shape("Ms", Ms, (None, p, p), "trajectory of M")
+    check_shape("mus", mus, (np.shape(Ms)[0], p), "trajectory of mu")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
+    return _ntk_traj(jnp.asarray(Ms), jnp.asarray(mus), jnp.asarray(As),
+                     None if gs is None else jnp.asarray(gs), None if Bs is None else jnp.asarray(Bs), float(d))
+
+
+@jax.jit
+def _ntk_traj(Ms, mus, As, gs, Bs, d):
+    return jax.vmap(lambda M, mu: _ntk(M, mu, As, gs, Bs, d))(Ms, mus)
+
+
+def empirical_ntk(fn: Callable[[Any], Float[Array, " m"]], W: Float[ArrayLike, "..."]) -> Float[Array, "m m"]:
+    r"""The NTK by autodiff, $\Theta = JJ^\top$ with $J = \partial f/\partial W$ (flattened).
+
+    ``fn(W)`` returns the ``m`` outputs of the model at weights ``W``, e.g.
+    ``lambda W: nqf.dynamics.weight_outputs(W, As, gs=gs, Bs=Bs)`` or
+    ``lambda W: jax.vmap(lambda x: module.apply(W, x))(xs)``.
+    """
+    check_finite("W", W)
+    W = jnp.asarray(W)
+    J = jax.jacrev(fn)(W)
+    if J.ndim < 1 + W.ndim or J.shape[J.ndim - W.ndim:] != W.shape:
+        raise ValueError(f"`fn` must map W to a vector of outputs; its Jacobian has shape {J.shape}.")
+    J = J.reshape(-1, W.size)
+    return J @ J.T
+
+
+def ntk_change(Theta0: Float[ArrayLike, "m m"], Theta: Float[ArrayLike, "*T m m"]) -> Float[Array, "*T"]:
+    r"""Relative change $\|\Theta - \Theta_0\|_F / \|\Theta_0\|_F$ (one value per leading index)."""
+    check_ndim("Theta0", Theta0, 2, "a Gram matrix")
+    m = np.shape(Theta0)[0]
+    if np.shape(Theta)[-2:] != (m, m):
+        raise ValueError(f"`Theta` must end in shape ({m}, {m}) like `Theta0`; got {np.shape(Theta)}.")
+    T0 = jnp.asarray(Theta0)
+    diff = jnp.asarray(Theta) - T0
+    return jnp.sqrt(jnp.sum(diff**2, axis=(-2, -1))) / jnp.sqrt(jnp.sum(T0**2))
+
+
+def width_scaled(
+    As: StructureStack,
+    gs: Float[ArrayLike, "m p"],
+    Bs: Float[ArrayLike, "m p p"],
+    *,
+    d: int,
+    alpha_A: float,
+    alpha_B: float,
+    alpha_g: float = 0.5,
+) -> tuple[Float[Array, "m p p"], Float[Array, "m p"], Float[Array, "m p p"]]:
+    r"""Width scaling of App. B.6: $(d^{-\alpha_A}A,\ d^{-\alpha_g}g,\ d^{-\alpha_B}B)$.
+
+    With $\mu(0), M(0) = O(1)$ (weights of variance $1/d$) and $\alpha_g = \tfrac12$
+    the initial kernel is $O(1)$; Prop. 9 predicts a frozen kernel as $d\to\infty$
+    (lazy) for $\alpha_A > 0$ and $\alpha_B > 1$, and an $O(1)$ change
+    (feature learning) for $\alpha_A = 0$ or $\tfrac12 \le \alpha_B \le 1$.
+    """
+    m, p = check_dataset(As)
+    check_shape("gs", gs, (m, p), "one g(x) per sample")
+    check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
+    for name, a in (("alpha_A", alpha_A), ("alpha_B", alpha_B), ("alpha_g", alpha_g)):
+        check_positive(name, a, strict=False)
+    d = float(d)
+    return jnp.asarray(As) * d**-alpha_A, jnp.asarray(gs) * d**-alpha_g, jnp.asarray(Bs) * d**-alpha_B

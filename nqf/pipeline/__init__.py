@@ -1,0 +1,19 @@
+r"""The book machinery: claims, figure style, measurement helpers and the runner.
+Imported by notebooks, never by the science.
+"""
+
+from ._claims import ClaimError as ClaimError
+from ._claims import Claim as Claim
+from ._claims import ClaimsTable as ClaimsTable
+from ._claims import Claims as Claims
+from ._measure import intercept_fit as intercept_fit
+from ._measure import step_deviation as step_deviation
+from ._measure import crossing_time as crossing_time
+from ._plots import structure_heatmap as structure_heatmap
+from ._plots import loglog_slope as loglog_slope
+from ._style import use_style as use_style
+from ._style import savefig as savefig
+from ._style import PALETTE as PALETTE
+from ._style import THEORY_KW as THEORY_KW
+from ._style import MEASURED_KW as MEASURED_KW
+from ._style import RC_PARAMS as RC_PARAMS

@@ -1,0 +1,69 @@
+r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3 and 4).
+
+* switch-on times: feature-wise, Eq. (158) at any fraction $\rho$ (finite $\epsilon$) and its
+  limit $\ln(1/\epsilon)/(a\zeta_k)$ (Eq. 153); sample-wise (Thm 10), exactly from the
+  quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
+* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$
+  (Eq. 168 for features, Eq. 175 for samples);
+* :func:`singular_limit_sweep`, the full gradient flow (Eq. 28) integrated directly in $\tau$ for
+  a whole grid of $\epsilon$ at once (``jax.vmap``), with switch-on times located on the dense
+  solution;
+* the Fig. 4 dataset, the Runge–Kutta solution of Eq. (36), and full-batch GD on $W$.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+from jaxtyping import Float
+from .._checks import check_ndim
+from .._checks import check_positive
+from .._checks import check_shape
+from .._types import ArrayLike
+
+
+
+def intercept_fit(x: Float[ArrayLike, " n"], y: Float[ArrayLike, " n"]) -> tuple[float, float]:
+    r"""Least-squares line $y = y_0 + sx$; returns ``(y0, s)``. Used with $x = 1/\ln(1/\epsilon)$ to
+    extrapolate switch-on times to the singular limit $x\to0$ (Eq. 158 is exactly linear in $x$
+    up to $O(\epsilon)$)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    check_ndim("x", x, 1)
+    check_shape("y", y, x.shape, "one value per x")
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 2:
+        raise ValueError(f"need at least two finite points to fit a line; got {int(ok.sum())}.")
+    s, y0 = np.polyfit(x[ok], y[ok], 1)
+    return float(y0), float(s)
+
+
+def step_deviation(taus, curve, step, jumps, margin: float) -> np.ndarray:
+    r"""$\max|\text{curve}(\tau) - \text{step}(\tau)|$ over the $\tau$ at least ``margin`` away from every
+    jump of the limiting step function (pointwise convergence holds away from the jumps, Thms 9–10).
+    ``curve`` may carry leading batch axes (one row per $\epsilon$)."""
+    taus = np.asarray(taus, dtype=float)
+    check_positive("margin", margin)
+    away = np.min(np.abs(taus[:, None] - np.asarray(jumps, dtype=float)[None, :]), axis=1) >= margin
+    if not away.any():
+        raise ValueError("no tau point is `margin` away from every jump; lower `margin`.")
+    diff = np.abs(np.asarray(curve) - np.asarray(step))
+    return diff[..., away].max(axis=-1)
+
+
+def crossing_time(t: Float[ArrayLike, " T"], x: Float[ArrayLike, "T ..."], level) -> np.ndarray:
+    r"""First time a sampled trajectory ``x`` (time on axis 0) reaches ``level`` from below, by linear
+    interpolation between samples (``nan`` if never). For measured GD curves."""
+    t, x = np.asarray(t, dtype=float), np.asarray(x, dtype=float)
+    check_ndim("t", t, 1)
+    if x.shape[0] != t.shape[0]:
+        raise ValueError(f"`x` must have one row per time; got {x.shape[0]} rows for {t.shape[0]} times.")
+    level = np.broadcast_to(np.asarray(level, dtype=float), x.shape[1:])
+    above = x >= level
+    first = np.argmax(above, axis=0)
+    ok = above.any(axis=0) & (first > 0)
+    i1 = np.where(ok, first, 1)
+    i0 = i1 - 1
+    x0 = np.take_along_axis(x, i0[None], 0)[0]
+    x1 = np.take_along_axis(x, i1[None], 0)[0]
+    frac = (level - x0) / np.where(x1 != x0, x1 - x0, 1.0)
+    return np.where(ok, t[i0] + frac * (t[i1] - t[i0]), np.nan)

@@ -1,0 +1,139 @@
+"""One figure style for the whole book, and predictable figure paths.
+
+Conventions (BOOK.md, rule 4), used by every chapter:
+
+* **theory = solid line** (closed forms, numerical solutions of the flow):
+  ``ax.plot(t, z_theory, **THEORY_KW, label="Thm 6 (theory)")``;
+* **measurement = markers without a line** (GD/SGD runs, autodiff, fits):
+  ``ax.plot(t, z_gd, **MEASURED_KW, label="GD (measured)")``;
+* a second compared curve of the same kind (e.g. module vs its NQF) uses the
+  same colour with ``linestyle="--"`` and says so in the legend;
+* colours come from the Okabe–Ito colour-blind-safe cycle :data:`PALETTE`,
+  one colour per mode/architecture/sample, shared by its theory and
+  measurement;
+* axes are labelled with units or "(rescaled)", and the caption names the
+  paper figure/equation and the parameters.
+
+Call :func:`use_style` once at the top of a notebook (after the imports) and
+save every figure with :func:`savefig`, which writes
+``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg``.
+
+This module only touches matplotlib, and only when its functions are called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+
+#: Okabe–Ito colours (without yellow, which is unreadable on white).
+PALETTE: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+)
+
+#: Keyword arguments of ``ax.plot`` for theory curves: a solid line, no markers.
+THEORY_KW: dict[str, Any] = {"linestyle": "-", "linewidth": 1.6, "marker": "None", "zorder": 2}
+
+#: Keyword arguments of ``ax.plot`` for measurements: open markers, no line.
+MEASURED_KW: dict[str, Any] = {
+    "linestyle": "None",
+    "marker": "o",
+    "markersize": 4.5,
+    "markerfacecolor": "none",
+    "markeredgewidth": 1.1,
+    "zorder": 3,
+}
+
+#: The rcParams set by :func:`use_style`.
+RC_PARAMS: dict[str, Any] = {
+    "figure.figsize": (6.0, 3.8),
+    "figure.dpi": 110,
+    "figure.facecolor": "white",
+    "figure.constrained_layout.use": True,
+    "savefig.dpi": 200,
+    "savefig.facecolor": "white",
+    "savefig.bbox": "tight",
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],  # ships with matplotlib: same glyphs everywhere
+    "mathtext.fontset": "dejavusans",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.frameon": False,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.formatter.use_mathtext": True,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 4.5,
+    "image.cmap": "viridis",
+    "svg.fonttype": "path",
+    "svg.hashsalt": "nqf",  # deterministic ids: the same run gives the same SVG
+}
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def use_style() -> None:
+    """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle).
+
+    Imports ``matplotlib.pyplot`` first, so that a notebook backend that sets
+    its own rcParams on activation (the inline backend) cannot override ours.
+    """
+    import matplotlib as mpl
+    import matplotlib.pyplot  # noqa: F401  (activates the backend first)
+    from cycler import cycler
+
+    mpl.rcParams.update(RC_PARAMS)
+    mpl.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
+
+
+def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> dict[str, Path]:
+    """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg``.
+
+    Each file is written to a temporary name and moved into place, so a
+    figure path never holds a half-written file.
+
+    Args:
+        fig: a matplotlib figure.
+        name: file name without extension, e.g. ``"fig1_structure_matrices"``.
+        chapter: chapter id, e.g. ``"ch01"``.
+        out_dir: the chapter's output directory (the notebook's ``out_dir`` parameter).
+
+    Returns:
+        ``{"png": Path, "svg": Path}``.
+    """
+    for what, value in (("name", name), ("chapter", chapter)):
+        if not isinstance(value, str) or not _NAME_RE.match(value):
+            raise ValueError(f"`{what}` must be a file-name-safe string; got {value!r}")
+    if name.lower().endswith((".png", ".svg", ".pdf")):
+        raise ValueError(f"`name` must not carry an extension; got {name!r}")
+    folder = Path(out_dir) / "figures" / chapter
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for fmt, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+        final = folder / f"{name}.{fmt}"
+        tmp = folder / f".{name}.{fmt}.{os.getpid()}.tmp"
+        try:
+            fig.savefig(tmp, format=fmt, metadata=metadata)
+            os.replace(tmp, final)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        paths[fmt] = final
+    return paths

@@ -1,0 +1,48 @@
+r"""Closed forms: Lotka-Volterra (Eq. 32), Thms 4-7 and 16, Riccati, the implicit $\xi$,
+switch-on times (Eq. 158) and the singular limit (Thms 8-10).
+"""
+
+from ._implicit import fixed_point as fixed_point
+from ._implicit import implicit_time as implicit_time
+from ._implicit import implicit_xi as implicit_xi
+from ._lotka_volterra import LotkaVolterra as LotkaVolterra
+from ._lotka_volterra import commuting_eigenbasis as commuting_eigenbasis
+from ._lotka_volterra import lv_coefficients as lv_coefficients
+from ._lotka_volterra import features as features
+from ._lotka_volterra import lv_flow as lv_flow
+from ._lotka_volterra import logistic_solution as logistic_solution
+from ._lotka_volterra import switch_on_time as switch_on_time
+from ._lotka_volterra import growth_and_competition as growth_and_competition
+from ._lotka_volterra import switch_on_time_asymptotic as switch_on_time_asymptotic
+from ._lotka_volterra import saxe_learning_time as saxe_learning_time
+from ._riccati import isotropy_residual as isotropy_residual
+from ._riccati import target_matrix as target_matrix
+from ._riccati import riccati_solution as riccati_solution
+from ._riccati import jax_diag as jax_diag
+from ._riccati import riccati_eigenvalues as riccati_eigenvalues
+from ._riccati import ProjectorCoefficients as ProjectorCoefficients
+from ._riccati import projector_coefficients as projector_coefficients
+from ._riccati import projector_solution as projector_solution
+from ._riccati import projector_M as projector_M
+from ._riccati import linear_network_modes as linear_network_modes
+from ._riccati import saxe_mode_strength as saxe_mode_strength
+from ._riccati import saxe_time_in_nqf_units as saxe_time_in_nqf_units
+from ._solvable import ProportionalSolution as ProportionalSolution
+from ._solvable import proportional_solution as proportional_solution
+from ._solvable import proportional_M as proportional_M
+from ._solvable import OrthogonalSamplesSolution as OrthogonalSamplesSolution
+from ._solvable import orthogonal_samples_solution as orthogonal_samples_solution
+from ._solvable import orthogonal_samples_M as orthogonal_samples_M
+from ._solvable import slaved_M as slaved_M
+from ._solvable import orthogonal_features_M as orthogonal_features_M
+from ._sudden import sample_growth_rates as sample_growth_rates
+from ._sudden import sample_xi_flow as sample_xi_flow
+from ._sudden import sample_switch_on_times as sample_switch_on_times
+from ._sudden import sample_switch_on_logistic as sample_switch_on_logistic
+from ._sudden import feature_switch_on_time as feature_switch_on_time
+from ._sudden import rescaled_time as rescaled_time
+from ._sudden import feature_excess_loss as feature_excess_loss
+from ._sudden import feature_step_loss as feature_step_loss
+from ._sudden import sample_step_loss as sample_step_loss
+from ._sudden import SingularSweep as SingularSweep
+from ._sudden import singular_limit_sweep as singular_limit_sweep

@@ -1,0 +1,290 @@
+r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3 and 4).
+
+* switch-on times: feature-wise, Eq. (158) at any fraction $\rho$ (finite $\epsilon$) and its
+  limit $\ln(1/\epsilon)/(a\zeta_k)$ (Eq. 153); sample-wise (Thm 10), exactly from the
+  quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
+* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$
+  (Eq. 168 for features, Eq. 175 for samples);
+* :func:`singular_limit_sweep`, the full gradient flow (Eq. 28) integrated directly in $\tau$ for
+  a whole grid of $\epsilon$ at once (``jax.vmap``), with switch-on times located on the dense
+  solution;
+* the Fig. 4 dataset, the Runge–Kutta solution of Eq. (36), and full-batch GD on $W$.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._checks import check_ndim
+from .._checks import check_shape
+from .._checks import require_x64
+from .._types import ArrayLike
+from .._types import StructureStack
+from .._types import Targets
+from ..dynamics._flow import solve_ode
+from ..model._model import check_dataset
+from ._implicit import fixed_point
+from ._implicit import implicit_time
+from ._lotka_volterra import switch_on_time
+
+
+
+def sample_growth_rates(lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"]) -> Float[Array, " m"]:
+    r"""$\zeta_\mu = \frac8m\lambda_{\mu,\max}y_\mu$ (Eq. 174), the effective growth rate of sample $\mu$."""
+    lam = jnp.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
+    check_shape("ys", ys, (lam.shape[0],), "one label per sample")
+    return 8.0 / lam.shape[0] * jnp.max(lam, axis=1) * jnp.asarray(ys, dtype=float)
+
+
+def sample_xi_flow(
+    t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"],
+    z0: Float[ArrayLike, " p"], *, rtol: float = 1e-11, atol: float = 1e-13,
+) -> tuple[Float[Array, "T m"], Float[Array, "T m"]]:
+    r"""Runge–Kutta (Tsit5) integration of Eq. (36) in differential form (Eq. 133),
+    $\dot\xi_\mu = \sum_k\lambda_{\mu,k}z_k(0)e^{-\frac8m\lambda_{\mu,k}\xi_\mu} - y_\mu$, as the paper
+    does for Fig. 4. Returns ``(xi, residuals)`` with $\Delta_\mu = \dot\xi_\mu$."""
+    lam = jnp.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
+    m = lam.shape[0]
+    check_shape("ys", ys, (m,), "one label per sample")
+    check_shape("z0", z0, (lam.shape[1],), "one initial feature per eigen-direction")
+    ys, z0 = jnp.asarray(ys, dtype=float), jnp.asarray(z0, dtype=float)
+    xi = solve_ode(_xi_field, jnp.zeros(m), t, args=(lam, z0, ys), rtol=rtol, atol=atol)
+    return xi, jax.vmap(lambda x: _xi_field(0.0, x, (lam, z0, ys)))(xi)
+
+
+def _xi_field(t, xi, args):
+    """Right-hand side of Eq. (133); module level, so repeated solves reuse one compilation."""
+    lam, z0, ys = args
+    return jnp.sum(lam * z0 * jnp.exp(-8.0 / lam.shape[0] * lam * xi[:, None]), axis=1) - ys
+
+
+def sample_switch_on_times(
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], rho: float = 0.5
+) -> Float[Array, "*batch m"]:
+    r"""Exact time at which sample $\mu$ is a fraction ``rho`` learned, $\Delta_\mu = -(1-\rho)y_\mu$
+    (per-sample loss $(1-\rho)^2y_\mu^2$), under Thm 5. Since $\Delta_\mu = g_\mu(\xi_\mu)$, the target
+    $\xi^*$ is the root of $g_\mu + (1-\rho)y_\mu$ and $t^*_\mu = \int_0^{\xi^*}ds/g_\mu$ (Eq. 36).
+    ``z0`` may carry leading batch axes (e.g. one row per $\epsilon$ of a sweep); all are solved at once."""
+    if not 0 < rho < 1:
+        raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
+    lam = jnp.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
+    m, p = lam.shape
+    check_shape("ys", ys, (m,), "one label per sample")
+    z0 = jnp.asarray(z0, dtype=float)
+    if z0.ndim < 1 or z0.shape[-1] != p:
+        raise ValueError(f"`z0` must have shape (..., {p}) (one initial feature per eigen-direction); got {z0.shape}.")
+    ys = jnp.asarray(ys, dtype=float)
+    a = lam * z0[..., None, :]
+    b = jnp.broadcast_to(8.0 / m * lam, a.shape)
+    xi_star = fixed_point(a, b, jnp.broadcast_to(rho * ys, a.shape[:-1]))
+    return implicit_time(xi_star, a, b, jnp.broadcast_to(ys, a.shape[:-1]))
+
+
+def sample_switch_on_logistic(
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], rho: float = 0.5
+) -> Float[Array, "*batch m"]:
+    r"""Logistic approximation of Thm 10's proof (Eq. 179 without the sub-dominant remainder $R$):
+    $Z = \lambda_{\mu,\max}\sum_{k\in\mathcal K_\mu}z_k$ grows logistically to $y_\mu$ at rate $\zeta_\mu$, so
+    $t^*_\mu \approx \frac1{\zeta_\mu}\ln\big(\frac{\rho}{1-\rho}(\frac{y_\mu}{Z(0)} - 1)\big)$ — the sample-wise
+    analogue of Eq. (158). Its error is set by the remainder, $O(\epsilon^{\delta})$ with
+    $\delta = 1 - \max_{k\notin\mathcal K_\mu}\lambda_{\mu,k}/\lambda_{\mu,\max}$."""
+    lam = jnp.asarray(lambdas, dtype=float)
+    check_ndim("lambdas", lam, 2)
+    lmax = jnp.max(lam, axis=1)
+    Z0 = jnp.sum(jnp.where(lam == lmax[:, None], lam, 0.0) * jnp.asarray(z0, dtype=float)[..., None, :], axis=-1)
+    zeta = sample_growth_rates(lam, ys)
+    return jnp.log(rho / (1 - rho) * (jnp.asarray(ys) / Z0 - 1.0)) / zeta
+
+
+# ------------------------------------------------------------------ feature-wise switch-on
+#: Eq. (158), feature-wise: the same function as :func:`nqf.switch_on_time`.
+feature_switch_on_time = switch_on_time
+
+
+def rescaled_time(t, eps):
+    r"""$\tau = t/\ln(1/\epsilon)$, the clock in which the singular limit is a step function."""
+    eps = np.asarray(eps, dtype=float)
+    if np.any(eps <= 0) or np.any(eps >= 1):
+        raise ValueError(f"`eps` must lie in (0, 1); got {eps}.")
+    return np.asarray(t, dtype=float) / np.log(1.0 / eps)
+
+
+def feature_excess_loss(z, V, z_inf) -> Float[Array, "..."]:
+    r"""Eq. (163): $\mathcal E = \sum_kV_k(1 - z_k/z_k(\infty))^2$ with $V_k = r_k^2/(8C_{kk})$ (Thm 6)
+    or $\gamma_k^2/(16c)$ (Thm 7); ``z`` has the mode axis last."""
+    z, V, z_inf = (jnp.asarray(v, dtype=float) for v in (z, V, z_inf))
+    return jnp.sum(V * (1.0 - z / z_inf) ** 2, axis=-1)
+
+
+def feature_step_loss(tau, V, zeta, a: float = 1.0) -> Float[Array, "..."]:
+    r"""The $\epsilon\to0$ limit of the excess loss in rescaled time, Eq. (168):
+    $\mathcal E(\tau) = \sum_kV_k\,\mathbb 1(\tau < 1/(a\zeta_k))$."""
+    tau = jnp.asarray(tau, dtype=float)[..., None]
+    return jnp.sum(jnp.asarray(V) * (tau < 1.0 / (a * jnp.asarray(zeta))), axis=-1)
+
+
+def sample_step_loss(tau, ys, zeta) -> Float[Array, "..."]:
+    r"""The $\epsilon\to0$ limit of the loss in rescaled time, Eq. (47)/(175):
+    $\frac1m\sum_\mu y_\mu^2\,\mathbb 1(\tau < 1/\zeta_\mu)$."""
+    tau = jnp.asarray(tau, dtype=float)[..., None]
+    ys = jnp.asarray(ys, dtype=float)
+    return jnp.mean(ys**2 * (tau < 1.0 / jnp.asarray(zeta)), axis=-1)
+
+
+# ------------------------------------------------------------------ the singular-limit sweep
+class SingularSweep(NamedTuple):
+    eps: Float[Array, " E"]  # initial scale: M(0) = eps * M0_unit (z_k(0) = eps for M0_unit = I)
+    taus: Float[Array, " T"]  # rescaled times tau = t / ln(1/eps)
+    loss: Float[Array, "E T"]  # L(tau ln(1/eps))
+    log_z: Float[Array, "E T p"]  # ln z_k, features in the basis P
+    residuals: Float[Array, "E T m"]
+    tau_star: Float[Array, "E R p"]  # tau at which z_k = rho * z_final_k, per level rho
+    tau_star_samples: Float[Array, "E R m"]  # tau at which Delta_mu = -(1 - rho) y_mu
+    rho: Float[Array, " R"]
+    num_steps: Float[Array, " E"]
+
+
+def singular_limit_sweep(
+    As: StructureStack, ys: Targets, eps: Float[ArrayLike, " E"], taus: Float[ArrayLike, " T"], *,
+    P: Float[ArrayLike, "p p"] | None = None, z_final: Float[ArrayLike, " p"] | None = None,
+    M0_unit: Float[ArrayLike, "p p"] | None = None, rho: tuple[float, ...] = (0.1, 0.5, 0.9),
+    rtol: float = 1e-10, atol: float = 1e-12, atol_M: float | None = None, max_steps: int = 16_384,
+    progress: bool = False, pad_to: tuple[int, int] | None = None,
+) -> SingularSweep:
+    r"""The gradient flow (Eq. 28) from $M(0) = \epsilon M_0$ for every $\epsilon$ of a grid at once
+    (``jax.vmap``), integrated in the rescaled clock $\tau = t/\ln(1/\epsilon)$.
+
+    The state is $N = M/\epsilon$, so that initial scales down to $10^{-300}$ keep full relative
+    accuracy: $\frac{dN}{d\tau} = -\ln(1/\epsilon)\,[H(\epsilon N)N + NH(\epsilon N)]$, $N(0) = M_0$
+    ($M_0 = I$ by default, i.e. $z_k(0) = \epsilon$ in any basis, the convention of Sec. 6 and
+    Fig. 3). Switch-on times are located on the dense Tsit5 solution by bisection: features
+    ($z_k = \rho z_k^\mathrm{final}$, needs ``z_final``) and samples ($\Delta_\mu = -(1-\rho)y_\mu$,
+    which assumes $y_\mu > 0$ and a monotone residual, as under Thm 5). ``nan`` where a level is never
+    reached. With ``progress=True`` diffrax shows a progress bar.
+
+    Tolerances: ``rtol`` and ``atol`` apply to $N$ component-wise (max norm over components); ``atol_M`` (optional) adds an
+    absolute tolerance on $M$ itself ($\mathrm{atol}_N = \max(\mathrm{atol}, \mathrm{atol}_M/\epsilon)$).
+    Use it for non-commuting data (Thm 7), where rounding in $H$ puts noise of relative size
+    $10^{-16}$ into entries that vanish exactly, which component-wise control would chase forever.
+
+    ``pad_to = (m_pad, p_pad)`` pads the data with zero samples (weight 0 in the loss) and zero
+    directions (which stay at their initial value) before solving. The padding is exact; it only
+    lets sweeps of different sizes (and tolerances) share one compiled program.
+    """
+    require_x64("singular_limit_sweep")
+    m, p = check_dataset(As, ys)
+    eps = jnp.asarray(eps, dtype=float)
+    check_ndim("eps", eps, 1, "grid of initial scales")
+    if bool(jnp.any((eps <= 0) | (eps >= 1))):
+        raise ValueError(f"`eps` must lie in (0, 1); got {np.asarray(eps)}.")
+    taus = jnp.asarray(taus, dtype=float)
+    check_ndim("taus", taus, 1, "rescaled save times")
+    if float(taus[0]) != 0.0 or not bool(jnp.all(jnp.diff(taus) > 0)):
+        raise ValueError("`taus` must start at 0 and increase strictly.")
+    P = jnp.eye(p) if P is None else jnp.asarray(P, dtype=float)
+    check_shape("P", P, (p, p), "feature basis (columns)")
+    N0 = jnp.eye(p) if M0_unit is None else jnp.asarray(M0_unit, dtype=float)
+    check_shape("M0_unit", N0, (p, p), "initial order parameter divided by eps")
+    zf = jnp.full((p,), jnp.nan) if z_final is None else jnp.asarray(z_final, dtype=float)
+    check_shape("z_final", zf, (p,), "final value of each feature")
+    rho = jnp.asarray(rho, dtype=float)
+    check_ndim("rho", rho, 1, "levels in (0, 1)")
+    if bool(jnp.any((rho <= 0) | (rho >= 1))):
+        raise ValueError(f"`rho` levels must lie in (0, 1); got {np.asarray(rho)}.")
+    atol_M = 0.0 if atol_M is None else float(atol_M)
+    As, ys = np.asarray(As, dtype=float), np.asarray(ys, dtype=float)
+    m_pad, p_pad = (m, p) if pad_to is None else (int(pad_to[0]), int(pad_to[1]))
+    if m_pad < m or p_pad < p:
+        raise ValueError(f"`pad_to` must be at least the data size (m, p) = {(m, p)}; got {pad_to!r}.")
+    A_p = np.zeros((m_pad, p_pad, p_pad))
+    A_p[:m, :p, :p] = As
+    y_p = np.zeros(m_pad)
+    y_p[:m] = ys
+    w = np.zeros(m_pad)
+    w[:m] = 1.0
+    P_p, N0_p = np.eye(p_pad), np.eye(p_pad)
+    P_p[:p, :p], N0_p[:p, :p] = np.asarray(P), np.asarray(N0)
+    zf_p = np.full(p_pad, np.nan)
+    zf_p[:p] = np.asarray(zf)
+    out = _sweep_impl(*(jnp.asarray(v) for v in (A_p, y_p, w, P_p, N0_p, zf_p)), rho, eps, taus,
+                      jnp.asarray(float(rtol)), jnp.asarray(float(atol)), jnp.asarray(atol_M),
+                      max_steps=int(max_steps), progress=bool(progress))
+    loss, log_z, res, ts_f, ts_s, steps = out
+    return SingularSweep(eps, taus, loss, log_z[..., :p], res[..., :m], ts_f[..., :p], ts_s[..., :m], rho, steps)
+
+
+def _max_norm(x):
+    """Error norm of the sweep: the largest scaled component (so zero padding changes nothing)."""
+    return jnp.max(jnp.abs(x))
+
+
+@functools.partial(jax.jit, static_argnames=("max_steps", "progress"))
+def _sweep_impl(As, ys, w, P, N0, zf, rho, eps, taus, rtol, atol, atol_M, *, max_steps, progress):
+    m, p = As.shape[0], As.shape[1]
+    tau_max = taus[-1]
+
+    def feats(N):
+        return jnp.einsum("ik,ij,jk->k", P, N, P)
+
+    def one(e):
+        L = -jnp.log(e)
+
+        def vf(tau, N, args):  # Eq. (28) with H = (4/m) sum_mu w_mu Delta_mu A_mu (w = 0 on padding)
+            delta = e * jnp.einsum("ij,mji->m", N, As) - ys
+            H = 4.0 / jnp.sum(w) * jnp.einsum("m,mij->ij", w * delta, As)
+            return -L * (H @ N + N @ H)
+
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(vf), diffrax.Tsit5(), t0=0.0, t1=tau_max, dt0=None, y0=N0,
+            saveat=diffrax.SaveAt(ts=taus, dense=True),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=jnp.maximum(atol, atol_M / e), norm=_max_norm),
+            max_steps=max_steps,
+            progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(), throw=True,
+        )
+        Ns = sol.ys
+        log_z = jnp.log(e) + jnp.log(jax.vmap(feats)(Ns))
+        res = e * jnp.einsum("tij,mji->tm", Ns, As) - ys
+        loss = jnp.sum(w * res**2, axis=1) / jnp.sum(w)
+
+        # switch-on times: one batched bisection on the dense solution for every level and
+        # every feature (z_k = rho z_final_k) and sample (Delta_mu = -(1 - rho) y_mu)
+        R = rho.shape[0]
+        kk = jnp.tile(jnp.arange(p), R)
+        rk = jnp.repeat(rho, p)
+        mm = jnp.tile(jnp.arange(m), R)
+        rm = jnp.repeat(rho, m)
+
+        def values(tq_f, tq_s):
+            Nf = jax.vmap(sol.evaluate)(tq_f)
+            zf_q = jax.vmap(feats)(Nf)[jnp.arange(kk.shape[0]), kk]
+            vf_ = jnp.log(e) + jnp.log(zf_q) - jnp.log(rk * zf[kk])
+            Ns = jax.vmap(sol.evaluate)(tq_s)
+            vs_ = e * jnp.einsum("qij,qji->q", Ns, As[mm]) - ys[mm] + (1 - rm) * ys[mm]
+            return vf_, vs_
+
+        def bis(_, state):
+            lo_f, hi_f, lo_s, hi_s = state
+            mid_f, mid_s = 0.5 * (lo_f + hi_f), 0.5 * (lo_s + hi_s)
+            up_f, up_s = (v >= 0 for v in values(mid_f, mid_s))
+            return (jnp.where(up_f, lo_f, mid_f), jnp.where(up_f, mid_f, hi_f),
+                    jnp.where(up_s, lo_s, mid_s), jnp.where(up_s, mid_s, hi_s))
+
+        zeros_f, zeros_s = jnp.zeros(kk.shape), jnp.zeros(mm.shape)
+        lo_f, hi_f, lo_s, hi_s = jax.lax.fori_loop(
+            0, 64, bis, (zeros_f, zeros_f + tau_max, zeros_s, zeros_s + tau_max))
+        v0_f, v0_s = values(zeros_f, zeros_s)
+        v1_f, v1_s = values(zeros_f + tau_max, zeros_s + tau_max)
+        ts_f = jnp.where((v1_f >= 0) & (v0_f < 0), 0.5 * (lo_f + hi_f), jnp.nan).reshape(R, p)
+        ts_s = jnp.where((v1_s >= 0) & (v0_s < 0), 0.5 * (lo_s + hi_s), jnp.nan).reshape(R, m)
+        return loss, log_z, res, ts_f, ts_s, sol.stats["num_steps"]
+
+    return jax.vmap(one)(eps)

@@ -1,0 +1,24 @@
+r"""$A(x)$ by autodiff, the Theorem-1 report and check, the expansion and its remainder
+(Thm 1, Eq. 3), and the feed-forward form (Eqs. 17-19).
+"""
+
+from ._autodiff import StructureReport as StructureReport
+from ._autodiff import structure_report as structure_report
+from ._autodiff import structure_matrix as structure_matrix
+from ._autodiff import structure_stack as structure_stack
+from ._autodiff import structure_error as structure_error
+from ._autodiff import relative_error as relative_error
+from ._expansion import nqf_expansion as nqf_expansion
+from ._expansion import RemainderScaling as RemainderScaling
+from ._expansion import remainder_scaling as remainder_scaling
+from ._feedforward import split_structure as split_structure
+from ._feedforward import split_weights as split_weights
+from ._feedforward import effective_matrix as effective_matrix
+from ._feedforward import feedforward_output as feedforward_output
+from ._feedforward import representation as representation
+from ._feedforward import FeedforwardForm as FeedforwardForm
+from ._feedforward import feedforward_form as feedforward_form
+from ._theorem1 import RowCheck as RowCheck
+from ._theorem1 import check_row as check_row
+from ._theorem1 import Theorem1Check as Theorem1Check
+from ._theorem1 import check_theorem1 as check_theorem1
