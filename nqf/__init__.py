@@ -47,6 +47,7 @@ from .dynamics import same_statistics as same_statistics
 from .dynamics import train_weights as train_weights
 from .dynamics import weights_from_statistics as weights_from_statistics
 from .model import flow_field as flow_field
+from .model import NQFData as NQFData
 from .model import h_matrix as h_matrix
 from .model import mse_loss as mse_loss
 from .model import ntk as ntk

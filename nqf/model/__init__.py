@@ -13,3 +13,4 @@ from ._ntk import ntk_trajectory as ntk_trajectory
 from ._ntk import empirical_ntk as empirical_ntk
 from ._ntk import ntk_change as ntk_change
 from ._ntk import width_scaled as width_scaled
+from ._data import NQFData as NQFData
