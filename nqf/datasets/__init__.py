@@ -17,3 +17,9 @@ from ._solvable import orthogonal_features_data as orthogonal_features_data
 from ._solvable import breaking_direction as breaking_direction
 from ._sudden import fig4_dataset as fig4_dataset
 from ._sudden import gaussian_init as gaussian_init
+from ._digits import DigitsData as DigitsData
+from ._digits import odd_even_targets as odd_even_targets
+from ._digits import digits_odd_even as digits_odd_even
+from ._mnist import read_idx as read_idx
+from ._mnist import load_mnist as load_mnist
+from ._mnist import mnist_odd_even as mnist_odd_even

@@ -1,0 +1,155 @@
+r"""MNIST from the four standard IDX files in a local directory (Fig. 7 at the paper's settings).
+
+MNIST is distributed as four IDX files (``train-images-idx3-ubyte``,
+``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``,
+``t10k-labels-idx1-ubyte``), each possibly gzipped (``.gz``). The IDX format is a
+4-byte magic number (two zero bytes, a type code, the number of dimensions), one
+big-endian ``uint32`` per dimension, then the data in C order. Nothing is ever
+downloaded: the user passes the directory that holds the files.
+
+Every problem (missing, unreadable, corrupt or truncated file, wrong type or shape,
+labels outside 0..9, image and label counts that disagree) raises ``ValueError``
+naming the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ._digits import DigitsData
+from ._digits import odd_even_targets
+
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+_IDX_TYPES = {
+    0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+}
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read IDX file {path}: {exc.strerror or exc}.") from exc
+    if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the file is called
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"IDX file {path} is gzip-compressed but corrupt or truncated: {exc}.") from exc
+    if path.suffix == ".gz":
+        raise ValueError(f"IDX file {path} ends in .gz but is not gzip data (first bytes {raw[:4].hex()}).")
+    return raw
+
+
+def read_idx(path: "str | os.PathLike") -> np.ndarray:
+    """Read one IDX file (optionally gzipped) into a NumPy array of its stored dtype and shape.
+
+    Raises ``ValueError`` naming ``path`` if the file is missing or unreadable, is not
+    valid gzip when compressed, has a bad magic number, an unknown type code, or a
+    payload shorter or longer than its header declares.
+    """
+    path = Path(path)
+    raw = _read_bytes(path)
+    if len(raw) < 4:
+        raise ValueError(f"IDX file {path} is truncated: {len(raw)} bytes, shorter than the 4-byte magic number.")
+    if raw[0] != 0 or raw[1] != 0:
+        raise ValueError(
+            f"IDX file {path} has a bad magic number {raw[:4].hex()}: the first two bytes must be zero."
+        )
+    code, ndim = raw[2], raw[3]
+    if code not in _IDX_TYPES:
+        raise ValueError(f"IDX file {path} has an unknown data type code 0x{code:02x}.")
+    if ndim < 1:
+        raise ValueError(f"IDX file {path} declares {ndim} dimensions; at least 1 is required.")
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(
+            f"IDX file {path} is truncated: its header declares {ndim} dimensions ({header} bytes) "
+            f"but the file has {len(raw)} bytes."
+        )
+    shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dtype = _IDX_TYPES[code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    got = len(raw) - header
+    if got != expected:
+        kind = "truncated" if got < expected else "longer than declared"
+        raise ValueError(
+            f"IDX file {path} is {kind}: shape {shape} of {dtype.name} needs {expected} data bytes, "
+            f"the file holds {got}."
+        )
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _find(directory: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+        if (directory / name).is_file():
+            return directory / name
+    raise ValueError(
+        f"MNIST file {stem} (or {stem}.gz) not found in {directory}; the directory must hold the four "
+        f"standard IDX files: {', '.join(MNIST_FILES.values())}."
+    )
+
+
+def load_mnist(directory: "str | os.PathLike") -> dict[str, np.ndarray]:
+    """The four MNIST arrays from ``directory``: ``train_images`` ``(n, h, w)`` uint8,
+    ``train_labels`` ``(n,)``, ``test_images``, ``test_labels``.
+
+    Checks that images are 3-D ``uint8`` arrays, labels 1-D ``uint8`` in 0..9, and that
+    each image file has as many images as its label file has labels.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"`directory` must be an existing directory holding the MNIST IDX files; got {directory}.")
+    out, paths = {}, {}
+    for key, stem in MNIST_FILES.items():
+        paths[key] = _find(directory, stem)
+        arr = read_idx(paths[key])
+        want = 3 if key.endswith("images") else 1
+        if arr.ndim != want or arr.dtype != np.uint8:
+            raise ValueError(
+                f"IDX file {paths[key]} must hold a {want}-D uint8 array ({key}); "
+                f"got shape {arr.shape} of {arr.dtype}."
+            )
+        if key.endswith("labels") and arr.size and arr.max() > 9:
+            raise ValueError(f"IDX file {paths[key]} holds labels up to {arr.max()}; digit labels must be 0..9.")
+        out[key] = arr
+    for split in ("train", "test"):
+        ni, nl = len(out[f"{split}_images"]), len(out[f"{split}_labels"])
+        if ni != nl:
+            raise ValueError(
+                f"MNIST {split} set: {paths[split + '_images']} has {ni} images but "
+                f"{paths[split + '_labels']} has {nl} labels."
+            )
+    return out
+
+
+def mnist_odd_even(
+    directory: "str | os.PathLike", *, n_train: int = 4000, n_test: int = 1000, seed: int = 0
+) -> DigitsData:
+    r"""MNIST odd vs even, as in Fig. 7: ``n_train`` images drawn at random (seed ``seed``)
+    from the training file and ``n_test`` from the test file; pixels divided by 255."""
+    data = load_mnist(directory)
+    rng = np.random.default_rng(seed)
+    sets = []
+    for split, n in (("train", n_train), ("test", n_test)):
+        total = len(data[f"{split}_labels"])
+        name = f"n_{split}"
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= total:
+            raise ValueError(f"`{name}` must be an int in [1, {total}] (images in the {split} file); got {n!r}.")
+        idx = np.sort(rng.choice(total, size=int(n), replace=False))
+        digits = data[f"{split}_labels"][idx].astype(int)
+        sets.append((data[f"{split}_images"][idx].astype(float) / 255.0, odd_even_targets(digits), digits))
+    (xtr, ytr, dtr), (xte, yte, dte) = sets
+    return DigitsData(xtr, ytr, xte, yte, dtr, dte,
+                      f"MNIST IDX files, {n_train} train / {n_test} test images drawn at random (seed {seed})")
