@@ -69,7 +69,7 @@ def test_values_become_python_floats(tmp_path):
     c.within("bool and int", True, 0, 1)
     for claim in c.claims:
         assert type(claim.measured) is float
-    path = c.finish()
+    path = c.finish().path
     data = _read(path)
     assert data["claims"][0]["measured"] == 2.0 and data["claims"][0]["predicted"] == 2.0
 
@@ -104,14 +104,18 @@ def test_duplicate_names_raise(tmp_path):
         c.close("same", 1.0, 1.0, atol=1)
 
 
-def test_finish_writes_json_and_returns_path(tmp_path):
+def test_finish_writes_json_and_returns_summary(tmp_path):
     c = Claims("ch01", "full", tmp_path / "out")
     c.close("slope", 3.01, 3.0, atol=0.05, note="Thm 1")
     c.less("cross blocks", 1e-14, 1e-12)
     c.greater("positive", 1.0, 0.0)
     c.within("window", 0.5, 0.0, 1.0)
-    path = c.finish()
+    summary = c.finish()
+    path = summary.path
     assert path == tmp_path / "out" / "claims" / "ch01.json"
+    assert (summary.n_paper, summary.n_sanity) == (4, 0)
+    # the summary shown at the end of a chapter names no path of the build machine
+    assert str(tmp_path) not in repr(summary) and str(tmp_path) not in summary._repr_html_()
     data = _read(path)
     assert data["chapter"] == "ch01" and data["fidelity"] == "full"
     assert data["passed"] is True and data["n_claims"] == 4 and data["n_failed"] == 0
@@ -168,6 +172,40 @@ def test_table_renders(tmp_path):
     html = table._repr_html_()
     assert "<table" in html and "a &lt;b&gt;" in html and "FAIL" in html and "1 of 2 pass" in html
     md = table._repr_markdown_()
-    assert md.splitlines()[0].startswith("| claim") and "x \\| y" in md
+    assert md.splitlines()[0].startswith("| kind | claim") and "x \\| y" in md
     text = str(table)
     assert "a <b>" in text and "pass" in text
+
+
+def test_sanity_checks_are_labelled_and_counted_apart(tmp_path):
+    c = Claims("ch07", "quick", tmp_path)
+    c.close("paper: slope", 2.0, 2.0, atol=0.1)
+    c.less("setup: the two runs differ", 0.0, 1.0, sanity=True)
+    c.greater("setup: training reduced the loss", 1.0, 0.5, sanity=True)
+    c.within("paper: window", 0.5, 0.0, 1.0)
+    summary = c.finish()
+    assert (summary.n_paper, summary.n_sanity) == (2, 2)
+    data = _read(summary.path)
+    assert (data["n_paper"], data["n_sanity"], data["n_claims"]) == (2, 2, 4)
+    assert [x["sanity"] for x in data["claims"]] == [False, True, True, False]
+    html = c.table()._repr_html_()
+    # paper claims first, sanity checks in their own collapsed block
+    assert html.index("paper: window") < html.index("setup: the two runs differ")
+    assert "<details" in html and "Sanity checks" in html and "2 of 2 pass" in html
+    assert "sanity" in str(c.table()) and "2 paper claims hold" in summary._repr_html_()
+
+
+def test_a_failed_sanity_check_fails_the_chapter(tmp_path):
+    c = Claims("ch07", "quick", tmp_path)
+    c.close("paper", 1.0, 1.0, atol=0.1)
+    c.less("setup", 2.0, 1.0, sanity=True)
+    with pytest.raises(ClaimError, match="setup"):
+        c.finish()
+    assert "open" in c.table()._repr_html_()  # a failed sanity block is shown expanded
+
+
+def test_only_sanity_checks_is_a_failure(tmp_path):
+    c = Claims("ch07", "quick", tmp_path)
+    c.less("setup", 0.0, 1.0, sanity=True)
+    with pytest.raises(ClaimError, match="no paper claim"):
+        c.finish()

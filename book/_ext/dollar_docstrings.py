@@ -1,15 +1,20 @@
-"""Sphinx extension: render the plain-text math of nqf docstrings.
+"""Sphinx extension: make the plain-text math of nqf docstrings safe for reStructuredText.
 
 The nqf docstrings carry the paper's equations in dollar notation and write
-norms as ``|x|`` (readable in ``help()`` and in editors). autodoc hands
-docstrings to reStructuredText, which has no dollar math and reads ``|x|`` as
-a substitution reference, so this hook rewrites each docstring after napoleon:
+norms as ``|x|`` (readable in ``help()`` and in editors). The dollar math itself
+is typeset by ``sphinx-math-dollar`` (``_config.yml``), which turns ``$...$``
+into math nodes *after* reStructuredText has parsed the docstring, so a formula
+may span a line break. Two characters would be eaten by that parse first: ``|``
+(a substitution reference) and ``*`` (emphasis). This hook, run on every
+docstring after napoleon, protects them:
 
-* ``$x$`` becomes ``:math:`x```, a ``$$...$$`` block a ``.. math::`` directive;
+* inside ``$...$`` / ``$$...$$``: ``|`` becomes ``\\vert{}`` (``\\|`` stays a
+  norm) and a bare ``*`` becomes ``\\ast{}``;
 * outside math and ``literals``, a ``|`` followed by a non-blank character is
   escaped (table and line-block syntax, ``| `` followed by a blank, is kept).
 
-Double-backtick literals and ``\\$`` are left alone.
+It does not convert the math (``sphinx-math-dollar`` does). Double-backtick
+literals and ``\\$`` are left alone.
 """
 
 from __future__ import annotations
@@ -19,10 +24,17 @@ import re
 _TOKEN = re.compile(
     r"(?P<literal>``[^\n]+?``)"
     r"|(?P<display>\$\$(?P<dbody>.+?)\$\$)"
-    r"|(?<![\\$])\$(?=\S)(?P<ibody>[^$\n]*?\S)\$(?!\$)",
+    r"|(?<![\\$])\$(?=\S)(?P<ibody>[^$]*?\S)\$(?!\$)",
     re.S,
 )
 _PIPE = re.compile(r"(?<!\\)\|(?=\S)")
+_MATH_PIPE = re.compile(r"(?<!\\)\|")
+_MATH_STAR = re.compile(r"(?<!\\)\*")
+
+
+def _protect_math(body: str) -> str:
+    body = _MATH_PIPE.sub(r"\\vert{}", body)
+    return _MATH_STAR.sub(r"\\ast{}", body)
 
 
 def convert(text: str) -> str:
@@ -34,16 +46,9 @@ def convert(text: str) -> str:
         if m.group("literal"):
             out.append(m.group("literal"))
         elif m.group("display"):
-            line_start = text.rfind("\n", 0, m.start()) + 1
-            indent = re.match(r"[ \t]*", text[line_start:]).group(0)
-            body = " ".join(m.group("dbody").split())
-            out.append(f"\n\n{indent}.. math::\n\n{indent}   {body}\n\n{indent}")
+            out.append("$$" + _protect_math(m.group("dbody")) + "$$")
         else:
-            before = text[m.start() - 1] if m.start() > 0 else " "
-            after = text[m.end()] if m.end() < len(text) else " "
-            pre = "" if before.isspace() or before in "([{'\"" else "\\ "
-            post = "" if after.isspace() or after in ".,;:!?)]}'\"-" else "\\ "
-            out.append(f"{pre}:math:`{m.group('ibody')}`{post}")
+            out.append("$" + _protect_math(m.group("ibody")) + "$")
         pos = m.end()
     out.append(_PIPE.sub(r"\\|", text[pos:]))
     return "".join(out)
@@ -57,4 +62,4 @@ def _process(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("autodoc-process-docstring", _process, priority=600)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "2"}

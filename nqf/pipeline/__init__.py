@@ -17,3 +17,4 @@ from ._style import PALETTE as PALETTE
 from ._style import THEORY_KW as THEORY_KW
 from ._style import MEASURED_KW as MEASURED_KW
 from ._style import RC_PARAMS as RC_PARAMS
+from ._claims import ClaimsSummary as ClaimsSummary

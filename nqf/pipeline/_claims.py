@@ -26,6 +26,16 @@ Semantics, for every kind of claim:
 * ``greater``: ``measured > bound`` (strict);
 * ``within``: ``lo <= measured <= hi`` (inclusive).
 
+Every kind takes ``sanity=True`` for a *sanity check*: a check of our own
+code, data generator or experimental setup (the two weight matrices of a
+comparison really differ, training reduced the loss, the data satisfy the
+theorem's hypothesis) rather than an independent test of the paper. A sanity
+check fails the chapter like a claim, but it is labelled as such in the table
+and the JSON and counted apart in the summary, so "N claims hold" counts only
+evidence about the paper (BOOK.md rule 9). A *paper claim* compares an
+independent measurement with an independent prediction and could fail if the
+paper were wrong.
+
 A NaN anywhere in a comparison fails the claim. Values are converted to
 python floats (JAX/NumPy scalars and size-1 arrays are accepted).
 ``chapter`` should be the chapter id (``"ch01"``) or the notebook's file stem
@@ -108,6 +118,7 @@ class Claim:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     note: str = ""
+    sanity: bool = False  # a check of our code/data/setup, not evidence about the paper
 
     @property
     def allowed(self) -> Optional[float]:
@@ -161,65 +172,136 @@ class Claim:
             "allowed": _json_number(self.allowed),
             "passed": self.passed,
             "note": self.note,
+            "sanity": self.sanity,
         }
 
 
+def _cell(text: str, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{html.escape(text)}</td>"
+
+
 class ClaimsTable:
-    """Display object returned by :meth:`Claims.table` (HTML, Markdown or text)."""
+    """Display object returned by :meth:`Claims.table` (HTML, Markdown or text).
+
+    Paper claims come first; sanity checks follow in a collapsed block of their own.
+    """
 
     def __init__(self, chapter: str, fidelity: str, claims: list[Claim]):
         self.chapter = chapter
         self.fidelity = fidelity
         self.claims = list(claims)
 
+    @staticmethod
+    def _row(c: Claim) -> tuple[str, ...]:
+        return (
+            c.name,
+            _fmt(c.measured),
+            c.target(),
+            "✓ pass" if c.passed else "✗ FAIL",
+            c.note,
+        )
+
     def _rows(self) -> list[tuple[str, ...]]:
-        return [
-            (
-                c.name,
-                _fmt(c.measured),
-                c.target(),
-                "✓ pass" if c.passed else "✗ FAIL",
-                c.note,
-            )
-            for c in self.claims
-        ]
+        return [self._row(c) for c in self._ordered()]
+
+    def _ordered(self) -> list[Claim]:
+        return [c for c in self.claims if not c.sanity] + [c for c in self.claims if c.sanity]
 
     _HEAD = ("claim", "measured", "required", "result", "note")
+    _CLASSES = ("claim", "num", "num", "result", "note")
 
-    def _repr_html_(self) -> str:
-        esc = html.escape
+    def _html_table(self, claims: list[Claim], caption: str) -> str:
         head = "".join(f"<th>{h}</th>" for h in self._HEAD)
         body = []
-        for row, c in zip(self._rows(), self.claims):
-            style = "" if c.passed else ' style="color:#b00020;font-weight:bold"'
-            cells = "".join(f"<td>{esc(v)}</td>" for v in row)
-            body.append(f"<tr{style}>{cells}</tr>")
-        n_fail = sum(not c.passed for c in self.claims)
-        caption = (
-            f"Claims of {esc(self.chapter)} at fidelity “{esc(self.fidelity)}”: "
-            f"{len(self.claims) - n_fail} of {len(self.claims)} pass"
-        )
+        for c in claims:
+            cls = "" if c.passed else ' class="fail"'
+            cells = "".join(_cell(v, k) for v, k in zip(self._row(c), self._CLASSES))
+            body.append(f"<tr{cls}>{cells}</tr>")
         return (
             f'<table class="nqf-claims"><caption>{caption}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
         )
 
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        paper = [c for c in self.claims if not c.sanity]
+        sanity = [c for c in self.claims if c.sanity]
+        n_fail_p = sum(not c.passed for c in paper)
+        n_fail_s = sum(not c.passed for c in sanity)
+        where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
+        out = [
+            '<div class="nqf-claims-wrap">',
+            self._html_table(
+                paper, f"Paper claims of {where}: {len(paper) - n_fail_p} of {len(paper)} pass"
+            ),
+        ]
+        if sanity:
+            open_attr = " open" if n_fail_s else ""
+            out.append(
+                f'<details class="nqf-sanity"{open_attr}><summary>Sanity checks of our own code, data '
+                f"and setup (not evidence about the paper): {len(sanity) - n_fail_s} of "
+                f"{len(sanity)} pass</summary>"
+                + self._html_table(sanity, f"Sanity checks of {where}")
+                + "</details>"
+            )
+        out.append("</div>")
+        return "".join(out)
+
     def _repr_markdown_(self) -> str:
         def cell(s: str) -> str:
             return s.replace("|", "\\|").replace("\n", " ")
 
-        lines = ["| " + " | ".join(self._HEAD) + " |", "|" + "---|" * len(self._HEAD)]
-        lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in self._rows()]
+        head = ("kind",) + self._HEAD
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [
+            "| " + " | ".join(cell(v) for v in (("sanity" if c.sanity else "paper"),) + self._row(c)) + " |"
+            for c in self._ordered()
+        ]
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        rows = [self._HEAD] + self._rows()
-        widths = [max(len(r[i]) for r in rows) for i in range(len(self._HEAD))]
+        head = ("kind",) + self._HEAD
+        rows = [head] + [(("sanity" if c.sanity else "paper"),) + self._row(c) for c in self._ordered()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         out = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         out.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(out)
 
     __repr__ = __str__
+
+
+class ClaimsSummary:
+    """What :meth:`Claims.finish` returns: the counts, shown as one line in the notebook.
+
+    Attributes:
+        path: where the JSON was written.
+        n_paper: number of paper claims (all hold, else ``finish`` raised).
+        n_sanity: number of sanity checks (all pass).
+    """
+
+    def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int):
+        self.chapter = chapter
+        self.fidelity = fidelity
+        self.path = path
+        self.n_paper = n_paper
+        self.n_sanity = n_sanity
+
+    def __str__(self) -> str:
+        # the file name only: the page must not show a path of the build machine
+        return (
+            f"{self.chapter} at fidelity {self.fidelity!r}: all {self.n_paper} paper claims hold; "
+            f"all {self.n_sanity} sanity checks pass (written to claims/{self.path.name})"
+        )
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<p class="nqf-claims-summary"><strong>{self.n_paper} paper claims hold</strong>, '
+            f"and {self.n_sanity} sanity checks of our own code pass "
+            f"({html.escape(self.chapter)}, fidelity “{html.escape(self.fidelity)}”).</p>"
+        )
 
 
 class Claims:
@@ -267,6 +349,7 @@ class Claims:
         rtol: Any = None,
         atol: Any = None,
         note: str = "",
+        sanity: bool = False,
     ) -> bool:
         """Claim ``|measured - predicted| <= atol + rtol*|predicted|``; returns whether it holds."""
         name = self._check_name(name)
@@ -279,26 +362,28 @@ class Claims:
         allowed = (atol_f or 0.0) + (rtol_f or 0.0) * abs(p)
         passed = bool(math.isfinite(m) and math.isfinite(p) and abs(m - p) <= allowed)
         return self._add(
-            Claim(name, "close", m, passed, predicted=p, rtol=rtol_f, atol=atol_f, note=note)
+            Claim(name, "close", m, passed, predicted=p, rtol=rtol_f, atol=atol_f, note=note,
+                  sanity=bool(sanity))
         )
 
-    def less(self, name: str, measured: Any, bound: Any, *, note: str = "") -> bool:
+    def less(self, name: str, measured: Any, bound: Any, *, note: str = "", sanity: bool = False) -> bool:
         """Claim ``measured < bound``; returns whether it holds."""
         name = self._check_name(name)
         m = _as_float(measured, f"claim {name!r}: measured")
         b = _as_float(bound, f"claim {name!r}: bound")
         passed = bool(m < b)  # False if either is NaN
-        return self._add(Claim(name, "less", m, passed, hi=b, note=note))
+        return self._add(Claim(name, "less", m, passed, hi=b, note=note, sanity=bool(sanity)))
 
-    def greater(self, name: str, measured: Any, bound: Any, *, note: str = "") -> bool:
+    def greater(self, name: str, measured: Any, bound: Any, *, note: str = "", sanity: bool = False) -> bool:
         """Claim ``measured > bound``; returns whether it holds."""
         name = self._check_name(name)
         m = _as_float(measured, f"claim {name!r}: measured")
         b = _as_float(bound, f"claim {name!r}: bound")
         passed = bool(m > b)
-        return self._add(Claim(name, "greater", m, passed, lo=b, note=note))
+        return self._add(Claim(name, "greater", m, passed, lo=b, note=note, sanity=bool(sanity)))
 
-    def within(self, name: str, measured: Any, lo: Any, hi: Any, *, note: str = "") -> bool:
+    def within(self, name: str, measured: Any, lo: Any, hi: Any, *, note: str = "",
+               sanity: bool = False) -> bool:
         """Claim ``lo <= measured <= hi``; returns whether it holds."""
         name = self._check_name(name)
         m = _as_float(measured, f"claim {name!r}: measured")
@@ -307,7 +392,8 @@ class Claims:
         if lo_f > hi_f:
             raise ValueError(f"claim {name!r}: lo={lo_f!r} > hi={hi_f!r}")
         passed = bool(lo_f <= m <= hi_f)
-        return self._add(Claim(name, "within", m, passed, lo=lo_f, hi=hi_f, note=note))
+        return self._add(Claim(name, "within", m, passed, lo=lo_f, hi=hi_f, note=note,
+                               sanity=bool(sanity)))
 
     # --------------------------------------------------------------- reporting
     @property
@@ -336,18 +422,21 @@ class Claims:
             "fidelity": self.fidelity,
             "passed": bool(self._claims) and not failed,
             "n_claims": len(self._claims),
+            "n_paper": sum(not c.sanity for c in self._claims),
+            "n_sanity": sum(c.sanity for c in self._claims),
             "n_failed": len(failed),
             "claims": [c.to_json() for c in self._claims],
         }
 
-    def finish(self) -> pathlib.Path:
+    def finish(self) -> "ClaimsSummary":
         """Write ``{out_dir}/claims/{chapter}.json`` atomically; raise if any claim failed.
 
         The JSON is written in every case (also when claims fail), so the
         runner can name the failed claims. A chapter without claims fails too.
 
         Returns:
-            The path of the JSON file, if every claim holds.
+            A :class:`ClaimsSummary` (its ``path`` is the JSON file), if every claim holds;
+            it displays as one line counting paper claims and sanity checks apart.
 
         Raises:
             ClaimError: naming every failed claim with measured vs required.
@@ -369,6 +458,8 @@ class Claims:
 
         if not self._claims:
             raise ClaimError(f"{self.chapter} ({self.fidelity}): no claims were recorded")
+        if all(c.sanity for c in self._claims):
+            raise ClaimError(f"{self.chapter} ({self.fidelity}): only sanity checks, no paper claim")
         failed = self.failed
         if failed:
             lines = [
@@ -377,10 +468,12 @@ class Claims:
             ]
             lines += [f"  - {c.describe()}" for c in failed]
             raise ClaimError("\n".join(lines))
-        return path
+        n_sanity = sum(c.sanity for c in self._claims)
+        return ClaimsSummary(self.chapter, self.fidelity, path, len(self._claims) - n_sanity, n_sanity)
 
     def __repr__(self) -> str:
         return (
             f"Claims(chapter={self.chapter!r}, fidelity={self.fidelity!r}, "
-            f"{len(self._claims)} claim(s), {len(self.failed)} failed)"
+            f"{len(self._claims)} claim(s) of which {sum(c.sanity for c in self._claims)} sanity, "
+            f"{len(self.failed)} failed)"
         )

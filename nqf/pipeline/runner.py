@@ -359,6 +359,14 @@ def _cached_result(lay: _Layout, stem: str, key: str) -> Optional[ChapterResult]
     return ChapterResult(stem, "cached", float(rec.get("seconds", 0.0)), n_claims=data.get("n_claims", 0))
 
 
+def _drop_stderr(nb) -> None:
+    """Remove stderr streams (progress bars, warnings) from the published notebook and its download."""
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell.outputs = [o for o in cell.get("outputs", [])
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+
+
 def _hide_injected_parameters(nb) -> None:
     """Collapse papermill's injected-parameters cell on the published page."""
     for cell in nb.cells:
@@ -404,7 +412,8 @@ def run_chapter(
         d.mkdir(parents=True, exist_ok=True)
     running_nb = lay.executed / ".running" / f"{stem}.ipynb"
 
-    injected = {"fidelity": fidelity, "out_dir": str(lay.out_dir), **parameters}
+    # relative to the notebook's directory (the kernel's cwd): no path of the build machine on the page
+    injected = {"fidelity": fidelity, "out_dir": os.path.relpath(lay.out_dir, notebook.parent), **parameters}
     since_ns = time.time_ns() - 1_000_000_000
     t0 = time.perf_counter()
     error: Optional[BaseException] = None
@@ -465,6 +474,7 @@ def run_chapter(
 
     nb = nbformat.read(running_nb, as_version=4)
     _hide_injected_parameters(nb)
+    _drop_stderr(nb)
     tmp_nb = running_nb.with_suffix(".tmp")
     nbformat.write(nb, tmp_nb)
     os.replace(tmp_nb, final_nb)
