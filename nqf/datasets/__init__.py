@@ -23,3 +23,7 @@ from ._digits import digits_odd_even as digits_odd_even
 from ._mnist import read_idx as read_idx
 from ._mnist import load_mnist as load_mnist
 from ._mnist import mnist_odd_even as mnist_odd_even
+from ._general import TeacherData as TeacherData
+from ._general import subspace_inputs as subspace_inputs
+from ._general import teacher_dataset as teacher_dataset
+from ._solvable import broken_stacks as broken_stacks

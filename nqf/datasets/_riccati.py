@@ -19,6 +19,7 @@ from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import check_symmetric
 from .._types import ArrayLike
+from ..model._data import NQFData
 from ._random import random_orthogonal
 
 
@@ -42,6 +43,11 @@ class IsotropicData(NamedTuple):
     ys: Float[ArrayLike, " m"]
     Y: Float[ArrayLike, "p p"]  # (4/m) sum_mu y_mu A_mu
     c: float  # the constant of Eq. (40)
+
+    @property
+    def data(self) -> NQFData:
+        """``(As, ys)`` as a validated :class:`~nqf.model.NQFData`."""
+        return NQFData(self.As, self.ys)
 
 
 def isotropic_dataset(Y: Float[ArrayLike, "p p"], c: float = 0.25, *, seed: int = 0) -> IsotropicData:
@@ -76,6 +82,11 @@ class LinearNetworkData(NamedTuple):
     u: Float[ArrayLike, "o r"]
     v: Float[ArrayLike, "i r"]
     projectors: Float[ArrayLike, "r p p"]  # Pi_a = psi_a psi_a^T, psi_a = [u_a; v_a]/sqrt(2) (Eq. 276)
+
+    @property
+    def data(self) -> NQFData:
+        """``(As, ys)`` as a validated :class:`~nqf.model.NQFData`."""
+        return NQFData(self.As, self.ys)
 
 
 def linear_network_dataset(

@@ -25,6 +25,7 @@ from .._checks import check_ndim
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import StructureStack
+from ..model._data import NQFData
 from ..model._model import check_dataset
 from ._random import orthogonal_features_dataset
 from ._random import random_orthogonal
@@ -38,6 +39,11 @@ class SolvableData(NamedTuple):
     ys: Float[ArrayLike, " m"]
     P: Float[ArrayLike, "p p"]  # shared eigenbasis (columns)
     lambdas: Float[ArrayLike, "m p"]  # lambda_{mu,k}
+
+    @property
+    def data(self) -> NQFData:
+        """``(As, ys)`` as a validated :class:`~nqf.model.NQFData`."""
+        return NQFData(self.As, self.ys)
 
 
 # --------------------------------------------------------------------------- datasets
@@ -162,3 +168,16 @@ def breaking_direction(
         E[:, n_out:, :n_out] = 0.5 * np.swapaxes(G, 1, 2)
     scale = np.mean(np.linalg.norm(np.asarray(As), axis=(1, 2)))
     return E * (scale / np.linalg.norm(E, axis=(1, 2), keepdims=True).clip(1e-300))
+
+
+def broken_stacks(
+    kind: str, As: StructureStack, etas: Float[ArrayLike, " n"], **kwargs
+) -> np.ndarray:
+    r"""The data broken by every size in ``etas`` at once: $A_\mu + \eta_i E_\mu$ for each $\eta_i$,
+    with $E_\mu$ from :func:`breaking_direction` (``kind`` and ``kwargs`` as there), stacked as
+    ``(n, m, p, p)`` for a batched flow; ``etas[i] = 0`` gives the unbroken data."""
+    etas = np.asarray(etas, dtype=float)
+    check_ndim("etas", etas, 1, "perturbation sizes")
+    check_finite("etas", etas)
+    E = breaking_direction(kind, As, **kwargs)
+    return np.asarray(As, dtype=float)[None] + etas[:, None, None, None] * E[None]

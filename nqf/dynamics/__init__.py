@@ -27,3 +27,5 @@ from ._flow import trajectory_error as trajectory_error
 from ._train import train_weights as train_weights
 from ._train import GDRun as GDRun
 from ._train import full_batch_gd as full_batch_gd
+from ._discrete import SGDState as SGDState
+from ._discrete import sgd_state as sgd_state

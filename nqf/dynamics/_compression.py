@@ -33,7 +33,6 @@ Eq. 239 drops this factor), so the bound holds with room to spare at $t=0$.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -46,42 +45,38 @@ from .._checks import check_positive
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Matrix
-from .._types import StructureStack
-from .._types import Targets
-from ..model._model import check_dataset
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_order_parameter
-from ._discrete import _sgd_step
+from ._discrete import SGDState
+from ._discrete import _as_state
+from ._discrete import _check_batches
+from ._discrete import _check_options
+from ._discrete import _trajectory
+from ._discrete import _update
+from ._discrete import sgd_state
 from ._discrete import weights_from_statistics
 
 
 
-def structure_span(
-    As: StructureStack,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    *,
-    rtol: float = 1e-10,
-) -> tuple[Float[Array, "p k"], int]:
+def structure_span(data: NQFData, *, rtol: float = 1e-10) -> tuple[Float[Array, "p k"], int]:
     r"""Orthonormal basis $V$ of the data subspace $\mathcal V$ (Eq. 102) and $k_{\mathcal V}$.
 
     $\mathcal V$ is spanned by every $g(x)$ and every column of $A(x)$ and $B(x)$
-    over the training set; its dimension is the numerical rank of the stacked
+    over the training set ``data``; its dimension is the numerical rank of the stacked
     columns (singular values above ``rtol`` times the largest).
 
     Returns:
         ``(V, k_V)`` with ``V`` of shape ``(p, k_V)``.
     """
-    m, p = check_dataset(As)
+    data = require_data(data)
     check_positive("rtol", rtol)
-    cols = [np.asarray(As, dtype=float).transpose(1, 0, 2).reshape(p, -1)]
-    if gs is not None:
-        check_shape("gs", gs, (m, p), "one g(x) per sample")
-        check_finite("gs", gs)
-        cols.append(np.asarray(gs, dtype=float).T)
-    if Bs is not None:
-        check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
-        check_finite("Bs", Bs)
-        cols.append(np.asarray(Bs, dtype=float).transpose(1, 0, 2).reshape(p, -1))
+    p = data.p
+    cols = [np.asarray(data.As, dtype=float).transpose(1, 0, 2).reshape(p, -1)]
+    if data.gs is not None:
+        cols.append(np.asarray(data.gs, dtype=float).T)
+    if data.Bs is not None:
+        cols.append(np.asarray(data.Bs, dtype=float).transpose(1, 0, 2).reshape(p, -1))
     X = np.concatenate(cols, axis=1)
     U, s, _ = np.linalg.svd(X, full_matrices=False)
     if s.size == 0 or s[0] == 0.0:
@@ -96,7 +91,7 @@ class Compressed(NamedTuple):
     Attributes:
         W: weights of width ``d``, shape ``(p, d)`` (same parameter space as the original).
         M, mu: their statistics $\tilde M(0)$, $\tilde\mu(0)$.
-        As, gs, Bs: structure of the compressed model ($\tilde A = \frac{d'}{d}A$; ``gs``, ``Bs`` unchanged).
+        data: data of the compressed model, $\tilde A = \frac{d'}{d}A$ (``gs``, ``Bs``, ``ys``, ``f0`` unchanged).
         eta: its learning rate $\tilde\eta = \frac{d}{d'}\eta$.
         d: its width $d'$.
         scale: $d'/d$; $\frac{d'}{d}\tilde M_t$ is compared with $M_t$.
@@ -105,14 +100,14 @@ class Compressed(NamedTuple):
         tail: the prefactor of Eq. (237), $(\sum_{k\ge d'}\lambda_k(C)^2)^{1/2}$ (0 if exact).
         initial_error: $\|\frac{d'}{d}\tilde M(0) - M(0)\|_F + \|\tilde\mu(0) - \mu(0)\|_2$
             for Cor. 3 (0 if exact; the exact case matches only the projection on $\mathcal V$).
+
+    Train it with ``nqf.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)``.
     """
 
     W: Array
     M: Array
     mu: Array
-    As: Array
-    gs: Array | None
-    Bs: Array | None
+    data: NQFData
     eta: float
     d: int
     scale: float
@@ -122,58 +117,54 @@ class Compressed(NamedTuple):
     tail: float
     initial_error: float
 
-    def reduced(self) -> tuple[Array, Array, Array | None, Array | None]:
-        r"""The same model in the coordinates of $\mathcal V$: ``(V^T W, V^T A V, V^T g, V^T B V)``,
-        i.e. $k_{\mathcal V}$ parameters per neuron instead of $p$ (exact case only)."""
+    def reduced(self) -> tuple[Array, NQFData]:
+        r"""The same model in the coordinates of $\mathcal V$: ``(V^T W, data)`` with
+        ``data`` $= (V^\top AV, V^\top g, V^\top BV)$, i.e. $k_{\mathcal V}$ parameters per neuron
+        instead of $p$ (exact case only)."""
         if not self.exact:
             raise ValueError("`reduced()` needs an exact compression (d' >= k_V + 1); this one is Cor. 3.")
-        V = self.V
-        As = jnp.einsum("pi,mpq,qj->mij", V, self.As, V)
-        gs = None if self.gs is None else self.gs @ V
-        Bs = None if self.Bs is None else jnp.einsum("pi,mpq,qj->mij", V, self.Bs, V)
-        return V.T @ self.W, As, gs, Bs
+        V, dat = self.V, self.data
+        As = jnp.einsum("pi,mpq,qj->mij", V, dat.As, V)
+        gs = None if dat.gs is None else dat.gs @ V
+        Bs = None if dat.Bs is None else jnp.einsum("pi,mpq,qj->mij", V, dat.Bs, V)
+        return V.T @ self.W, NQFData(0.5 * (As + jnp.swapaxes(As, 1, 2)), dat.ys, gs=gs, Bs=Bs, f0=dat.f0)
 
 
 def compress(
-    M: Matrix,
-    mu: Float[ArrayLike, " p"],
-    As: StructureStack,
+    state,
+    data: NQFData,
     *,
     d: int,
     eta: float,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
     d_prime: int | None = None,
     rtol: float = 1e-10,
 ) -> Compressed:
-    r"""Compress a width-$d$ NQF with statistics $(M, \mu)$ trained on the data ``As``
-    (``gs``, ``Bs``) with learning rate ``eta`` to width ``d_prime`` (Thm 3 / Cor. 3).
+    r"""Compress a width-$d$ NQF with statistics ``state`` $= (M, \mu)$, trained on ``data`` with
+    learning rate ``eta``, to width ``d_prime`` (Thm 3 / Cor. 3).
 
     * ``d_prime=None`` (default): $d' = k_{\mathcal V} + 1$, the smallest exact width.
     * $d' \ge k_{\mathcal V} + 1$: Theorem 3 (Eqs. 103–105); training the result
-      with :func:`nqf.nqf_sgd` (``eta=c.eta``, ``d=c.d``, ``As=c.As``) reproduces the
+      with :func:`nqf.nqf_sgd` (``c.data``, ``eta=c.eta``, ``d=c.d``) reproduces the
       original outputs on the training set at every step, to rounding.
     * $1 \le d' \le k_{\mathcal V}$: Corollary 3 (Eqs. 238–240), truncated
       initial covariance; error bounded by Eq. (237).
 
-    Use :func:`nqf.dynamics.statistics` to get ``(M, mu)`` from weights ``W``.
+    ``state`` is ``(M, mu)`` (e.g. :func:`nqf.dynamics.statistics` of weights ``W``) or an
+    :class:`~nqf.dynamics.SGDState` (its momentum buffer is ignored).
     """
-    p = check_order_parameter(M)
-    m, p_A = check_dataset(As)
-    if p_A != p:
-        raise ValueError(f"`As` must have shape (m, {p}, {p}) to match `M`; got {np.shape(As)}.")
-    check_shape("mu", mu, (p,), "sum of the neurons")
-    check_finite("mu", mu)
+    data = require_data(data)
+    p = data.p
+    st = _as_state(state, p)
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise ValueError(f"`d` (width of the original model) must be an int >= 1; got {d!r}.")
     check_positive("eta", eta)
-    V, k = structure_span(As, gs, Bs, rtol=rtol)
+    V, k = structure_span(data, rtol=rtol)
     if d_prime is None:
         d_prime = k + 1
     if isinstance(d_prime, bool) or not isinstance(d_prime, (int, np.integer)) or d_prime < 1:
         raise ValueError(f"`d_prime` (compressed width) must be an int >= 1; got {d_prime!r}.")
     d, d_prime = int(d), int(d_prime)
-    M_np, mu_np = np.asarray(M, dtype=float), np.asarray(mu, dtype=float)
+    M_np, mu_np = np.asarray(st.M, dtype=float), np.asarray(st.mu, dtype=float)
     C_full = M_np - np.outer(mu_np, mu_np) / d
     lam_min = float(np.linalg.eigvalsh(0.5 * (C_full + C_full.T)).min())
     if lam_min < -1e-10 * max(float(np.abs(M_np).max()), 1e-300):
@@ -200,9 +191,9 @@ def compress(
         exact = False
         err0 = float(np.linalg.norm(scale * M_c - M_np))
     Wj = jnp.asarray(W)
+    data_c = NQFData(scale * data.As, data.ys, gs=data.gs, Bs=data.Bs, f0=data.f0)
     return Compressed(
-        W=Wj, M=Wj @ Wj.T, mu=Wj.sum(axis=1), As=scale * jnp.asarray(As),
-        gs=None if gs is None else jnp.asarray(gs), Bs=None if Bs is None else jnp.asarray(Bs),
+        W=Wj, M=Wj @ Wj.T, mu=Wj.sum(axis=1), data=data_c,
         eta=float(eta) / scale, d=d_prime, scale=scale, V=V, k_V=k, exact=exact,
         tail=tail, initial_error=err0,
     )
@@ -245,70 +236,58 @@ def compression_bound(
 
 
 def update_lipschitz(
-    Ms: Float[ArrayLike, "T p p"],
-    mus: Float[ArrayLike, "T p"],
-    Ms2: Float[ArrayLike, "T p p"],
-    mus2: Float[ArrayLike, "T p"],
-    As: StructureStack,
-    ys: Targets,
+    states,
+    states2,
+    data: NQFData,
     batches: Int[ArrayLike, "steps b"],
     *,
     eta: float,
     d: int,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: float | Float[ArrayLike, " m"] = 0.0,
     n_points: int = 5,
 ) -> Float[Array, " steps"]:
     r"""Per-step Lipschitz constant $L_t$ of Eq. (241) between two trajectories.
 
-    With $F_t$ the SGD map of Eqs. (23)–(24) for the batch of step $t$, the
-    difference of the two updates obeys
+    With $F_t$ the SGD map of Eqs. (23)–(24) for the batch of step $t$ (the update of
+    :func:`nqf.nqf_sgd_step`), the difference of the two updates obeys
     $\|(F_t - \mathrm{id})(S) - (F_t - \mathrm{id})(S')\| \le \eta L_t \|S - S'\|$ in the norm
     $\|(X, x)\| = \|X\|_F + \|x\|_2$ of Eq. (237), with $L_t$ the largest operator
     norm of $(J_{F_t} - I)/\eta$ on the segment from $S_t$ to $S'_t$ (mean-value
     theorem), sampled at ``n_points`` points. The operator norm of a block
     Jacobian in this norm is at most $\max(\|J_{MM}\|_2 + \|J_{\mu M}\|_2,\ \|J_{M\mu}\|_2 + \|J_{\mu\mu}\|_2)$.
+
+    ``states``, ``states2``: trajectories ``(Ms, mus)`` (or :class:`~nqf.dynamics.SGDState`
+    trajectories) of equal length ``T``; ``batches`` has at most ``T - 1`` rows.
     """
-    m, p = check_dataset(As, ys)
-    check_shape("Ms", Ms, (None, p, p), "trajectory of M")
-    T = np.shape(Ms)[0]
-    check_shape("mus", mus, (T, p), "trajectory of mu")
+    data = require_data(data)
+    p = data.p
+    Ms, mus = _trajectory(states, p)
+    T = Ms.shape[0]
+    Ms2, mus2 = _trajectory(states2, p)
     check_shape("Ms2", Ms2, (T, p, p), "second trajectory of M")
-    check_shape("mus2", mus2, (T, p), "second trajectory of mu")
-    check_ndim("batches", batches, 2, "one row of sample indices per step")
-    if np.shape(batches)[0] > T - 1:
-        raise ValueError(f"`batches` has {np.shape(batches)[0]} steps but the trajectories only {T - 1}.")
-    check_positive("eta", eta)
+    batches = _check_batches(batches, data.m)
+    if batches.shape[0] > T - 1:
+        raise ValueError(f"`batches` has {batches.shape[0]} steps but the trajectories only {T - 1}.")
+    eta, d, _, _ = _check_options(eta, d, 0.0, 0.0)
     if int(n_points) < 2:
         raise ValueError(f"`n_points` must be >= 2 (segment end points); got {n_points!r}.")
-    As, ys = jnp.asarray(As), jnp.asarray(ys)
-    f0_all = jnp.broadcast_to(jnp.asarray(f0, dtype=As.dtype), (m,))
-    steps = np.shape(batches)[0]
+    steps = batches.shape[0]
     pp = p * p
-    z1 = jnp.concatenate([jnp.asarray(Ms)[:steps].reshape(steps, pp), jnp.asarray(mus)[:steps]], axis=1)
-    z2 = jnp.concatenate([jnp.asarray(Ms2)[:steps].reshape(steps, pp), jnp.asarray(mus2)[:steps]], axis=1)
+    z1 = jnp.concatenate([Ms[:steps].reshape(steps, pp), mus[:steps]], axis=1)
+    z2 = jnp.concatenate([Ms2[:steps].reshape(steps, pp), mus2[:steps]], axis=1)
     s = jnp.linspace(0.0, 1.0, int(n_points))
     zs = z1[:, None, :] + s[None, :, None] * (z2 - z1)[:, None, :]
-    dummy = jnp.zeros((m, 1), As.dtype)
-    Ls = _lipschitz_on_segments(
-        zs, jnp.asarray(batches), As, ys, dummy if gs is None else jnp.asarray(gs),
-        dummy if Bs is None else jnp.asarray(Bs), f0_all, float(eta), float(d), p, gs is not None, Bs is not None,
-    )
+    Ls = _lipschitz_on_segments(zs, batches, data, eta, d)
     return jnp.max(Ls, axis=1)
 
 
-@partial(jax.jit, static_argnames=("p", "has_g", "has_B"))
-def _lipschitz_on_segments(zs, batches, As, ys, gs, Bs, f0, eta, d, p, has_g, has_B):
+@jax.jit
+def _lipschitz_on_segments(zs, batches, data, eta, d):
+    p = data.p
     pp = p * p
 
     def step_flat(z, idx):
-        M, mu = z[:pp].reshape(p, p), z[pp:]
-        M1, mu1 = _sgd_step(
-            M, mu, As[idx], ys[idx], eta=eta, d=d,
-            gs=gs[idx] if has_g else None, Bs=Bs[idx] if has_B else None, f0=f0[idx],
-        )
-        return jnp.concatenate([M1.ravel(), mu1])
+        S = _update(sgd_state(z[:pp].reshape(p, p), z[pp:]), data.subset(idx), eta, d, 0.0, 0.0)
+        return jnp.concatenate([S.M.ravel(), S.mu])
 
     def L_at(z, idx):
         J = jax.jacfwd(step_flat)(z, idx) - jnp.eye(pp + p, dtype=z.dtype)

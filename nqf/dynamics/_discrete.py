@@ -1,16 +1,37 @@
-r"""Training dynamics of the NQF: the exact discrete update (Thm 2), the
-gradient flow on $M$ (Eq. 28) and plain optimisation of $W$ for comparison.
+r"""The exact discrete update on $(M, \mu)$: SGD, heavy-ball momentum and weight decay (Thm 2, Cor. 2).
 
-* :func:`nqf_sgd_step` / :func:`nqf_sgd` — SGD written on $(M, \mu)$ alone,
-  Eqs. (23)–(24) with the $\eta^2$ terms.
-* :func:`gradient_flow` — $\dot M = -HM - MH$ with diffrax (Tsit5, adaptive
-  steps, float64), saved on log-spaced times over many decades.
-* :func:`train_weights` — any optax optimiser on any loss of $W$, the whole
-  loop jitted with ``lax.scan`` (GD, SGD, momentum, Adam, ...).
+One implementation, :func:`nqf_sgd_step` (and its ``lax.scan``, :func:`nqf_sgd`), serves every
+caller: Theorem 2 is ``momentum = weight_decay = 0``, Corollary 2 the rest; compression
+(Thm 3, Cor. 3) and the one-step prediction test reuse the same private update.
+
+**Theorem 2 (Eqs. 23-24).** The minibatch loss is the paper's MSE
+$\frac1b\sum_{x\in\mathcal B}(f_x - y_x)^2$, so $\ell'_x = 2(f_x - y_x)/b$,
+$v = \sum_x \ell'_x (g(x) + 2B(x)\mu)$ and $H = \sum_x 2\ell'_x A(x)$; the gradient of
+neuron $i$ is $G_i = v + Hw_i$, and one SGD step on any $W$ with $WW^\top = M$,
+$W\mathbf 1 = \mu$ and $d$ columns moves the statistics by
+
+$$\Delta\mu = -\eta(d\,v + H\mu),\qquad
+  \Delta M = -\eta(v\mu^\top + \mu v^\top + HM + MH)
+             + \eta^2(d\,vv^\top + v\mu^\top H + H\mu v^\top + HMH).$$
+
+**Corollary 2 (Eqs. 209-217).** Heavy ball with coupled weight decay,
+$V' = \beta V + G + \lambda W$, $W' = W - \eta V'$ (``optax.chain(add_decayed_weights(lambda),
+sgd(eta, momentum=beta))``), closes on the joint moments $M = WW^\top$, $\mu = W\mathbf 1$,
+$N = WV^\top$, $K = VV^\top$, $\nu = V\mathbf 1$: with $H_\lambda = H + \lambda I$,
+
+$$ K' = \beta^2K + \beta(VG^\top + GV^\top) + GG^\top,\quad
+   WV'^\top = \beta N + \mu v^\top + MH_\lambda,\quad \nu' = \beta\nu + d\,v + H_\lambda\mu, $$
+$$ M' = M - \eta(WV'^\top + V'W^\top) + \eta^2K',\quad \mu' = \mu - \eta\nu',\quad
+   N' = WV'^\top - \eta K', $$
+
+with $GG^\top = d\,vv^\top + v\mu^\top H_\lambda + H_\lambda\mu v^\top + H_\lambda MH_\lambda$ and
+$VG^\top = \nu v^\top + N^\top H_\lambda$. At $\beta = \lambda = 0$ (empty buffer) this is Theorem 2.
 """
 
 from __future__ import annotations
 
+from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,109 +43,213 @@ from .._checks import check_positive
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Matrix
-from .._types import StructureStack
-from .._types import Targets
 from .._types import Weights
-from ..model._model import check_dataset
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_order_parameter
 from ..model._model import outputs
-from functools import partial
-from typing import NamedTuple
 
+
+# ------------------------------------------------------------------ the state
+class SGDState(NamedTuple):
+    r"""The state of the exact update: joint moments of the weights $W$ and the momentum
+    buffer $V$ (Thm 2, Cor. 2). Without momentum the buffer fields stay zero.
+
+    Attributes:
+        M: $WW^\top$, shape ``(p, p)``.
+        mu: $W\mathbf 1$, shape ``(p,)``.
+        N: $WV^\top$ (not symmetric), shape ``(p, p)``.
+        K: $VV^\top$, shape ``(p, p)``.
+        nu: $V\mathbf 1$, shape ``(p,)``.
+
+    A trajectory (from :func:`nqf_sgd`) carries a leading time axis on every field.
+    """
+
+    M: Array
+    mu: Array
+    N: Array
+    K: Array
+    nu: Array
+
+
+#: The name used by Cor. 2; the same class as :class:`SGDState`.
+MomentumState = SGDState
+
+
+def sgd_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> SGDState:
+    """The state at step 0 with an empty momentum buffer ($V = 0$), as optax starts."""
+    M = jnp.asarray(M, dtype=float)
+    mu = jnp.asarray(mu, dtype=float)
+    z = jnp.zeros_like(M)
+    return SGDState(M, mu, z, z, jnp.zeros_like(mu))
+
+
+#: Alias of :func:`sgd_state` (the name used by Cor. 2).
+momentum_state = sgd_state
+
+
+def _as_state(state, p: int) -> SGDState:
+    """Validate a state: an :class:`SGDState` or a pair ``(M, mu)`` (then the buffer is empty)."""
+    if isinstance(state, SGDState):
+        check_order_parameter(state.M, p)
+        check_shape("state.mu", state.mu, (p,), "sum of the neurons")
+        check_shape("state.N", state.N, (p, p), "W V^T")
+        check_shape("state.K", state.K, (p, p), "V V^T")
+        check_shape("state.nu", state.nu, (p,), "V 1")
+        for name in SGDState._fields:
+            check_finite(f"state.{name}", getattr(state, name))
+        return SGDState(*(jnp.asarray(x, dtype=float) for x in state))
+    if not isinstance(state, (tuple, list)) or len(state) != 2:
+        raise TypeError(
+            "`state` must be an SGDState or a pair (M, mu) of shapes (p, p) and (p,); "
+            f"got {type(state).__name__}{'' if not isinstance(state, (tuple, list)) else f' of length {len(state)}'}."
+        )
+    M, mu = state
+    check_order_parameter(M, p)
+    check_shape("mu", mu, (p,), "sum of the neurons")
+    check_finite("mu", mu)
+    return sgd_state(M, mu)
+
+
+def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float, float]:
+    check_positive("eta", eta)
+    d = _check_width(d)
+    b = float(momentum)
+    if not (0.0 <= b < 1.0):
+        raise ValueError(f"`momentum` must be in [0, 1); got {momentum!r}.")
+    check_positive("weight_decay", weight_decay, strict=False)
+    return float(eta), float(d), b, float(weight_decay)
+
+
+def _check_batches(batches, m: int) -> Int[Array, "steps b"]:
+    check_ndim("batches", batches, 2, "one row of sample indices per step")
+    batches = jnp.asarray(batches)
+    if not jnp.issubdtype(batches.dtype, jnp.integer):
+        raise TypeError(f"`batches` must hold integer sample indices; got dtype {batches.dtype}.")
+    if batches.size and (int(batches.min()) < 0 or int(batches.max()) >= m):
+        raise ValueError(f"`batches` must hold sample indices in [0, {m}); got range "
+                         f"[{int(batches.min())}, {int(batches.max())}].")
+    return batches
+
+
+# ------------------------------------------------------------------ the update (one implementation)
+def _v_and_H(M, mu, batch: NQFData):
+    r"""$v = \sum_x\ell'_x(g + 2B\mu)$ and $H = \sum_x 2\ell'_xA$ on a minibatch (Eq. 23)."""
+    b = batch.As.shape[0]
+    f = outputs(M, batch, mu=mu)
+    lp = 2.0 * (f - batch.ys) / b  # the paper's MSE, no factor 1/2
+    H = 2.0 * jnp.einsum("b,bij->ij", lp, batch.As)
+    v = jnp.zeros_like(mu)
+    if batch.gs is not None:
+        v = v + lp @ batch.gs
+    if batch.Bs is not None:
+        v = v + 2.0 * jnp.einsum("b,bij,j->i", lp, batch.Bs, mu)
+    return v, H
+
+
+def _update(state: SGDState, batch: NQFData, eta, d, beta, wd) -> SGDState:
+    """Eqs. (23)-(24) with momentum ``beta`` and weight decay ``wd`` (Cor. 2); traceable in every
+    number, so one compilation serves all learning rates, widths and options."""
+    M, mu, N, K, nu = state
+    v, H = _v_and_H(M, mu, batch)
+    Hl = H + wd * jnp.eye(M.shape[0], dtype=M.dtype)
+    vmu = jnp.outer(v, mu)
+    GG = d * jnp.outer(v, v) + vmu @ Hl + Hl @ vmu.T + Hl @ M @ Hl
+    VG = jnp.outer(nu, v) + N.T @ Hl  # V G^T
+    K1 = beta**2 * K + beta * (VG + VG.T) + GG
+    WV1 = beta * N + vmu.T + M @ Hl  # W V'^T
+    nu1 = beta * nu + d * v + Hl @ mu
+    M1 = M - eta * (WV1 + WV1.T) + eta**2 * K1
+    # no symmetrisation: the map stays the literal recursion, so its Jacobian (Cor. 3's Lipschitz
+    # constant, :func:`nqf.dynamics.update_lipschitz`) is that of Eqs. (23)-(24) in every direction
+    return SGDState(M1, mu - eta * nu1, WV1 - eta * K1, K1, nu1)
 
 
 def nqf_sgd_step(
-    M: Matrix,
-    mu: Float[ArrayLike, " p"],
-    As: StructureStack,
-    ys: Targets,
+    state,
+    batch: NQFData,
     *,
-    eta: float | Float[ArrayLike, ""],
-    d: int | Int[ArrayLike, ""],
-    gs: Float[ArrayLike, "b p"] | None = None,
-    Bs: Float[ArrayLike, "b p p"] | None = None,
-    f0: float | Float[ArrayLike, " b"] = 0.0,
-) -> tuple[Matrix, Float[ArrayLike, " p"]]:
-    r"""One exact SGD step on $(M, \mu)$, Theorem 2, Eqs. (23)–(24).
+    eta: float,
+    d: int,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> SGDState:
+    r"""One exact step on $(M, \mu)$ for the minibatch ``batch``: SGD (Theorem 2, Eqs. 23-24), with
+    heavy-ball ``momentum`` $\beta$ and coupled ``weight_decay`` $\lambda$ as options (Cor. 2,
+    Eqs. 209-217; recursion in the module docstring).
 
-    The minibatch loss is the paper's MSE $\frac1b\sum_{x\in\mathcal B}(f_x - y_x)^2$,
-    so $\ell'_x = 2(f_x - y_x)/b$, $v = \sum_x \ell'_x (g(x) + 2B(x)\mu)$ and
-    $H = \sum_x 2\ell'_x A(x)$. Then
-
-    $$\Delta\mu = -\eta(d\,v + H\mu),\qquad
-      \Delta M = -\eta(v\mu^\top + \mu v^\top + HM + MH)
-                 + \eta^2(d\,vv^\top + v\mu^\top H + H\mu v^\top + HMH).$$
-
-    This equals one step of $W \leftarrow W - \eta\nabla_W$ on any $W$ with
-    $WW^\top = M$, $W\mathbf 1 = \mu$ and $d$ columns, to rounding.
+    This equals one step of ``optax.chain(optax.add_decayed_weights(weight_decay),
+    optax.sgd(eta, momentum=momentum))`` on any $W$ with $WW^\top = M$, $W\mathbf 1 = \mu$ and $d$
+    columns, to rounding.
 
     Args:
-        M, mu: order parameters, shapes ``(p, p)`` and ``(p,)``.
-        As, ys: the minibatch's structure matrices ``(b, p, p)`` and targets ``(b,)``.
+        state: an :class:`SGDState`, or a pair ``(M, mu)`` (empty momentum buffer).
+        batch: the minibatch as an :class:`~nqf.model.NQFData` (e.g. ``data.subset(idx)``).
         eta: learning rate. d: number of neurons (width).
-        gs, Bs, f0: terms of the general form Eq. (20) (``None`` = ZGZ holds).
+        momentum: $\beta\in[0, 1)$. weight_decay: $\lambda \ge 0$, added to the gradient as $\lambda W$.
+
+    Returns:
+        The next :class:`SGDState`.
     """
-    b = As.shape[0]
-    f = outputs(M, As, mu=mu, gs=gs, Bs=Bs, f0=f0)
-    lp = 2.0 * (f - ys) / b
-    H = 2.0 * jnp.einsum("b,bij->ij", lp, As)
-    v = jnp.zeros_like(mu)
-    if gs is not None:
-        v = v + lp @ gs
-    if Bs is not None:
-        v = v + 2.0 * jnp.einsum("b,bij,j->i", lp, Bs, mu)
-    dmu = -eta * (d * v + H @ mu)
-    vm = jnp.outer(v, mu)
-    dM = -eta * (vm + vm.T + H @ M + M @ H) + eta**2 * (
-        d * jnp.outer(v, v) + vm @ H + H @ vm.T + H @ M @ H
-    )
-    return M + dM, mu + dmu
+    batch = require_data(batch, "batch")
+    state = _as_state(state, batch.p)
+    return _update(state, batch, *_check_options(eta, d, momentum, weight_decay))
+
+
+@jax.jit
+def _sgd_scan(state0, data, batches, eta, d, beta, wd):
+    """The scan of :func:`nqf_sgd`: data and every number are arguments, so it compiles once per shape."""
+
+    def body(state, idx):
+        state = _update(state, data.subset(idx), eta, d, beta, wd)
+        return state, state
+
+    _, traj = jax.lax.scan(body, state0, batches)
+    return SGDState(*(jnp.concatenate([s0[None], s]) for s0, s in zip(state0, traj)))
 
 
 def nqf_sgd(
-    M0: Matrix,
-    mu0: Float[ArrayLike, " p"],
-    As: StructureStack,
-    ys: Targets,
+    state,
+    data: NQFData,
     batches: Int[ArrayLike, "steps b"],
     *,
     eta: float,
     d: int,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: float | Float[ArrayLike, " m"] = 0.0,
-) -> tuple[Float[ArrayLike, "steps+1 p p"], Float[ArrayLike, "steps+1 p"]]:
-    """Iterate :func:`nqf_sgd_step` over the minibatch index rows ``batches``
-    (``lax.scan``); returns the trajectories of ``M`` and ``mu`` including step 0.
-    Full-batch GD is ``batches = jnp.tile(jnp.arange(m), (steps, 1))``."""
-    m, p = check_dataset(As, ys)
-    check_order_parameter(M0, p)
-    check_shape("mu0", mu0, (p,), "sum of the neurons")
-    check_ndim("batches", batches, 2, "one row of sample indices per step")
-    check_positive("eta", eta)
-    if int(d) < 1:
-        raise ValueError(f"`d` (number of neurons) must be >= 1; got {d!r}.")
-    f0_all = jnp.broadcast_to(jnp.asarray(f0, dtype=As.dtype), (m,))
-    Ms, mus = _nqf_sgd_scan(M0, mu0, As, ys, jnp.asarray(batches), eta, d, gs, Bs, f0_all)
-    return jnp.concatenate([M0[None], Ms]), jnp.concatenate([mu0[None], mus])
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> SGDState:
+    r"""Iterate :func:`nqf_sgd_step` over the minibatch index rows ``batches`` (``lax.scan``,
+    compiled once per shape: a new dataset, learning rate, width or option reuses it).
+
+    Full-batch GD is ``batches = jnp.tile(jnp.arange(m), (steps, 1))``. ``momentum =
+    weight_decay = 0`` is Theorem 2; otherwise Cor. 2, equal to optax on any $W$ with the
+    starting statistics, to rounding.
+
+    Args:
+        state: ``(M0, mu0)`` or an :class:`SGDState`.
+        data: the training set, an :class:`~nqf.model.NQFData`.
+        batches: integer sample indices, one row per step, shape ``(steps, b)``.
+
+    Returns:
+        An :class:`SGDState` whose fields carry a leading axis ``steps + 1`` (step 0 included);
+        ``run.M``, ``run.mu`` are the trajectories of the order parameters.
+    """
+    data = require_data(data)
+    state0 = _as_state(state, data.p)
+    batches = _check_batches(batches, data.m)
+    return _sgd_scan(state0, data, batches, *_check_options(eta, d, momentum, weight_decay))
 
 
-@jax.jit
-def _nqf_sgd_scan(M0, mu0, As, ys, batches, eta, d, gs, Bs, f0_all):
-    """The scan of :func:`nqf_sgd`, compiled once per shape (not per call)."""
+def nqf_momentum_step(state, batch: NQFData, *, eta: float, d: int, beta: float = 0.9,
+                      weight_decay: float = 0.0) -> SGDState:
+    """:func:`nqf_sgd_step` with ``momentum=beta`` (Cor. 2); the same implementation."""
+    return nqf_sgd_step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
 
-    def body(carry, idx):
-        M, mu = carry
-        M, mu = nqf_sgd_step(
-            M, mu, As[idx], ys[idx], eta=eta, d=d,
-            gs=None if gs is None else gs[idx],
-            Bs=None if Bs is None else Bs[idx],
-            f0=f0_all[idx],
-        )
-        return (M, mu), (M, mu)
 
-    _, (Ms, mus) = jax.lax.scan(body, (M0, mu0), batches)
-    return Ms, mus
+def nqf_momentum(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: float, d: int,
+                 beta: float = 0.9, weight_decay: float = 0.0) -> SGDState:
+    """:func:`nqf_sgd` with ``momentum=beta`` (Cor. 2); the same implementation."""
+    return nqf_sgd(state, data, batches, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
 
 
 # ------------------------------------------------------------------ weights
@@ -219,36 +344,32 @@ def statistics(W: Weights) -> tuple[Float[Array, "p p"], Float[Array, " p"]]:
     return W @ W.T, W.sum(axis=1)
 
 
-def weight_outputs(
-    W: Weights,
-    As: StructureStack,
-    *,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: Float[ArrayLike, " m"] | float = 0.0,
-) -> Float[Array, " m"]:
+def weight_outputs(W: Weights, data: NQFData) -> Float[Array, " m"]:
     r"""The general NQF (Eq. 20) as a function of the weights,
     $f = f_0 + g^\top W\mathbf 1 + \mathbf 1^\top W^\top B W \mathbf 1 + \mathrm{Tr}[W^\top A W]$ (Eq. 93).
 
     Differentiable in ``W``: use it to train the weights with optax or to
-    compute gradients and NTKs by autodiff."""
+    compute gradients and NTKs by autodiff. ``data`` may be a minibatch (``data.subset(idx)``)."""
     check_ndim("W", W, 2, "p parameters x d neurons")
     W = jnp.asarray(W)
-    return outputs(W @ W.T, As, mu=W.sum(axis=1), gs=gs, Bs=Bs, f0=f0)
+    return outputs(W @ W.T, data, mu=W.sum(axis=1))
+
+
+def _trajectory(states, p: int):
+    """``(Ms, mus)`` of a trajectory: a pair of stacks, or an :class:`SGDState` trajectory."""
+    Ms, mus = (states.M, states.mu) if isinstance(states, SGDState) else states
+    check_shape("Ms", Ms, (None, p, p), "trajectory of M")
+    check_shape("mus", mus, (np.shape(Ms)[0], p), "trajectory of mu")
+    return jnp.asarray(Ms, dtype=float), jnp.asarray(mus, dtype=float)
 
 
 def step_prediction_error(
-    Ms: Float[ArrayLike, "T p p"],
-    mus: Float[ArrayLike, "T p"],
-    As: StructureStack,
-    ys: Targets,
+    states,
+    data: NQFData,
     batches: Int[ArrayLike, "steps b"],
     *,
     eta: float,
     d: int,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: float | Float[ArrayLike, " m"] = 0.0,
 ) -> tuple[Float[Array, " steps"], Float[Array, " steps"]]:
     r"""How well Eqs. (23)–(24) predict each recorded step of a run, with and without the $\eta^2$ terms.
 
@@ -259,201 +380,33 @@ def step_prediction_error(
     $\tfrac12[F_\eta(S) - F_{-\eta}(S)]$, i.e. drops
     $\eta^2(d\,vv^\top + v\mu^\top H + H\mu v^\top + HMH)$.
 
+    Args:
+        states: the recorded trajectory, ``(Ms, mus)`` of shapes ``(T, p, p)``, ``(T, p)``.
+        data: the training set; ``batches`` its ``T - 1`` minibatch index rows.
+
     Returns:
         ``(err, err_first_order)``: per step, the largest absolute deviation over
         the entries of $M$ and $\mu$.
     """
-    m, p = check_dataset(As, ys)
-    check_shape("Ms", Ms, (None, p, p), "trajectory of M")
-    T = np.shape(Ms)[0]
-    check_shape("mus", mus, (T, p), "trajectory of mu")
-    check_ndim("batches", batches, 2, "one row of sample indices per step")
-    steps = np.shape(batches)[0]
-    if steps != T - 1:
-        raise ValueError(f"`batches` must have one row per step, T - 1 = {T - 1}; got {steps}.")
-    check_positive("eta", eta)
-    _check_width(d)
-    As, ys = jnp.asarray(As), jnp.asarray(ys)
-    f0_all = jnp.broadcast_to(jnp.asarray(f0, dtype=As.dtype), (m,))
-    dummy = jnp.zeros((m, 1), As.dtype)
-    Ms, mus = jnp.asarray(Ms), jnp.asarray(mus)
-    return _prediction_errors(
-        Ms, mus, jnp.asarray(batches), As, ys, dummy if gs is None else jnp.asarray(gs),
-        dummy if Bs is None else jnp.asarray(Bs), f0_all, float(eta), float(d), gs is not None, Bs is not None,
-    )
+    data = require_data(data)
+    Ms, mus = _trajectory(states, data.p)
+    batches = _check_batches(batches, data.m)
+    if batches.shape[0] != Ms.shape[0] - 1:
+        raise ValueError(f"`batches` must have one row per step, T - 1 = {Ms.shape[0] - 1}; got {batches.shape[0]}.")
+    eta, d, _, _ = _check_options(eta, d, 0.0, 0.0)
+    return _prediction_errors(Ms, mus, batches, data, eta, d)
 
 
-@partial(jax.jit, static_argnames=("has_g", "has_B"))
-def _prediction_errors(Ms, mus, batches, As, ys, gs, Bs, f0, eta, d, has_g, has_B):
+@jax.jit
+def _prediction_errors(Ms, mus, batches, data, eta, d):
     def one(M, mu, M1, mu1, idx):
-        kw = dict(d=d, gs=gs[idx] if has_g else None, Bs=Bs[idx] if has_B else None, f0=f0[idx])
-        Mp, mup = _sgd_step(M, mu, As[idx], ys[idx], eta=eta, **kw)
-        Mm, mum = _sgd_step(M, mu, As[idx], ys[idx], eta=-eta, **kw)
-        full = jnp.maximum(jnp.max(jnp.abs(Mp - M1)), jnp.max(jnp.abs(mup - mu1)))
-        first = jnp.maximum(jnp.max(jnp.abs(M + 0.5 * (Mp - Mm) - M1)), jnp.max(jnp.abs(mu + 0.5 * (mup - mum) - mu1)))
+        batch = data.subset(idx)
+        S = sgd_state(M, mu)
+        Sp = _update(S, batch, eta, d, 0.0, 0.0)
+        Sm = _update(S, batch, -eta, d, 0.0, 0.0)
+        full = jnp.maximum(jnp.max(jnp.abs(Sp.M - M1)), jnp.max(jnp.abs(Sp.mu - mu1)))
+        first = jnp.maximum(jnp.max(jnp.abs(M + 0.5 * (Sp.M - Sm.M) - M1)),
+                            jnp.max(jnp.abs(mu + 0.5 * (Sp.mu - Sm.mu) - mu1)))
         return full, first
 
     return jax.vmap(one)(Ms[:-1], mus[:-1], Ms[1:], mus[1:], batches)
-
-
-# ------------------------------------------------------------ momentum closure
-class MomentumState(NamedTuple):
-    r"""Joint moments of the weights $W$ and the momentum buffer $V$ (Cor. 2).
-
-    Attributes:
-        M: $WW^\top$, shape ``(p, p)``.
-        mu: $W\mathbf 1$, shape ``(p,)``.
-        N: $WV^\top$ (not symmetric), shape ``(p, p)``.
-        K: $VV^\top$, shape ``(p, p)``.
-        nu: $V\mathbf 1$, shape ``(p,)``.
-    """
-
-    M: Array
-    mu: Array
-    N: Array
-    K: Array
-    nu: Array
-
-
-def momentum_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> MomentumState:
-    """The state at step 0 with an empty momentum buffer ($V = 0$), as optax starts."""
-    M = jnp.asarray(M)
-    mu = jnp.asarray(mu)
-    z = jnp.zeros_like(M)
-    return MomentumState(M, mu, z, z, jnp.zeros_like(mu))
-
-
-def _v_and_H(M, mu, As, ys, gs, Bs, f0):
-    b = As.shape[0]
-    f = outputs(M, As, mu=mu, gs=gs, Bs=Bs, f0=f0)
-    lp = 2.0 * (f - ys) / b  # the paper's MSE, no factor 1/2
-    H = 2.0 * jnp.einsum("b,bij->ij", lp, As)
-    v = jnp.zeros_like(mu)
-    if gs is not None:
-        v = v + lp @ gs
-    if Bs is not None:
-        v = v + 2.0 * jnp.einsum("b,bij,j->i", lp, Bs, mu)
-    return v, H
-
-
-def _sgd_step(M, mu, As, ys, *, eta, d, gs, Bs, f0):
-    """Eqs. (23)-(24), as :func:`nqf.nqf_sgd_step`, traceable in ``eta`` and ``d``."""
-    v, H = _v_and_H(M, mu, As, ys, gs, Bs, f0)
-    vm = jnp.outer(v, mu)
-    dM = -eta * (vm + vm.T + H @ M + M @ H) + eta**2 * (d * jnp.outer(v, v) + vm @ H + H @ vm.T + H @ M @ H)
-    return M + dM, mu - eta * (d * v + H @ mu)
-
-
-def _momentum_step(state, As, ys, gs, Bs, f0, eta, d, beta, wd):
-    M, mu, N, K, nu = state
-    v, H = _v_and_H(M, mu, As, ys, gs, Bs, f0)
-    Hl = H + wd * jnp.eye(M.shape[0], dtype=M.dtype)
-    vmu = jnp.outer(v, mu)
-    GG = d * jnp.outer(v, v) + vmu @ Hl + Hl @ vmu.T + Hl @ M @ Hl
-    VG = jnp.outer(nu, v) + N.T @ Hl  # V G^T
-    K1 = beta**2 * K + beta * (VG + VG.T) + GG
-    WV1 = beta * N + vmu.T + M @ Hl  # W V'^T
-    nu1 = beta * nu + d * v + Hl @ mu
-    M1 = M - eta * (WV1 + WV1.T) + eta**2 * K1
-    return MomentumState(0.5 * (M1 + M1.T), mu - eta * nu1, WV1 - eta * K1, 0.5 * (K1 + K1.T), nu1)
-
-
-def nqf_momentum_step(
-    state: MomentumState,
-    As: StructureStack,
-    ys: Targets,
-    *,
-    eta: float,
-    d: int,
-    beta: float = 0.9,
-    weight_decay: float = 0.0,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: float | Float[ArrayLike, " m"] = 0.0,
-) -> MomentumState:
-    r"""One step of heavy-ball SGD with coupled weight decay, written on the joint
-    moments of weights and momentum buffer (Cor. 2, Eqs. 209–217; recursion in the
-    module docstring). The minibatch loss is $\frac1b\sum_x (f_x - y_x)^2$.
-
-    Args:
-        state: :class:`MomentumState` (start from :func:`momentum_state`).
-        As, ys, gs, Bs, f0: the minibatch, as in :func:`nqf.nqf_sgd_step`.
-        eta: learning rate. d: width. beta: momentum in ``[0, 1)``.
-        weight_decay: $\lambda \ge 0$, added to the gradient as $\lambda W$.
-    """
-    _check_momentum_args(eta, d, beta, weight_decay)
-    return _momentum_step(state, jnp.asarray(As), jnp.asarray(ys), gs, Bs, f0, eta, d, beta, weight_decay)
-
-
-def _check_momentum_args(eta, d, beta, weight_decay):
-    check_positive("eta", eta)
-    _check_width(d)
-    b = float(beta)
-    if not (0.0 <= b < 1.0):
-        raise ValueError(f"`beta` (momentum) must be in [0, 1); got {beta!r}.")
-    check_positive("weight_decay", weight_decay, strict=False)
-
-
-@partial(jax.jit, static_argnames=("has_g", "has_B"))
-def _momentum_scan(state0, As, ys, gs, Bs, f0, batches, eta, d, beta, wd, has_g, has_B):
-    def body(state, idx):
-        state = _momentum_step(
-            state, As[idx], ys[idx], gs[idx] if has_g else None, Bs[idx] if has_B else None,
-            f0[idx], eta, d, beta, wd,
-        )
-        return state, state
-
-    _, traj = jax.lax.scan(body, state0, batches)
-    return traj
-
-
-def nqf_momentum(
-    M0: Matrix,
-    mu0: Float[ArrayLike, " p"],
-    As: StructureStack,
-    ys: Targets,
-    batches: Int[ArrayLike, "steps b"],
-    *,
-    eta: float,
-    d: int,
-    beta: float = 0.9,
-    weight_decay: float = 0.0,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: float | Float[ArrayLike, " m"] = 0.0,
-) -> MomentumState:
-    r"""Iterate :func:`nqf_momentum_step` over the minibatch index rows ``batches``
-    from an empty momentum buffer (``lax.scan``, compiled once per shape).
-
-    Equals training any $W$ with $WW^\top = M_0$, $W\mathbf 1 = \mu_0$ by
-    ``optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(eta, momentum=beta))``,
-    to rounding (Cor. 2). ``beta = weight_decay = 0`` is Theorem 2.
-
-    Returns:
-        A :class:`MomentumState` whose fields carry a leading axis ``steps + 1``
-        (step 0 included).
-    """
-    m, p = check_dataset(As, ys)
-    check_order_parameter(M0, p)
-    check_shape("mu0", mu0, (p,), "sum of the neurons")
-    check_finite("mu0", mu0)
-    check_ndim("batches", batches, 2, "one row of sample indices per step")
-    _check_momentum_args(eta, d, beta, weight_decay)
-    if gs is not None:
-        check_shape("gs", gs, (m, p), "one g(x) per sample")
-    if Bs is not None:
-        check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
-    batches = jnp.asarray(batches)
-    if batches.size and (int(batches.min()) < 0 or int(batches.max()) >= m):
-        raise ValueError(f"`batches` must hold sample indices in [0, {m}); got range "
-                         f"[{int(batches.min())}, {int(batches.max())}].")
-    As = jnp.asarray(As)
-    f0_all = jnp.broadcast_to(jnp.asarray(f0, dtype=As.dtype), (m,))
-    state0 = momentum_state(M0, mu0)
-    dummy = jnp.zeros((m, 1), As.dtype)
-    traj = _momentum_scan(
-        state0, As, jnp.asarray(ys), dummy if gs is None else jnp.asarray(gs),
-        dummy if Bs is None else jnp.asarray(Bs), f0_all, batches,
-        float(eta), float(d), float(beta), float(weight_decay), gs is not None, Bs is not None,
-    )
-    return MomentumState(*(jnp.concatenate([s0[None], s]) for s0, s in zip(state0, traj)))

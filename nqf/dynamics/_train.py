@@ -22,10 +22,10 @@ from jaxtyping import Float
 from .._checks import check_positive
 from .._checks import check_shape
 from .._types import ArrayLike
-from .._types import StructureStack
-from .._types import Targets
-from ..model._model import check_dataset
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import mse_loss
+from ..model._model import residuals
 from typing import NamedTuple
 
 
@@ -96,24 +96,30 @@ class GDRun(NamedTuple):
 
 
 def full_batch_gd(
-    As: StructureStack, ys: Targets, W0: Float[ArrayLike, "p d"], eta: float, num_steps: int, *,
+    W0: Float[ArrayLike, "p d"], data: NQFData, *, eta: float, num_steps: int,
     P: Float[ArrayLike, "p p"] | None = None,
 ) -> GDRun:
     r"""Full-batch gradient descent on $W$ for the paper's loss (Eq. 26), $W \leftarrow W - \eta\nabla_W\mathcal L$
     (``optax.sgd``, whole loop in ``lax.scan`` via :func:`nqf.train_weights`), recording the
-    features $z_k = (P^\top WW^\top P)_{kk}$ and the residuals at every step; time is $t = \eta\cdot$step."""
-    m, p = check_dataset(As, ys)
+    features $z_k = (P^\top WW^\top P)_{kk}$ and the residuals at every step; time is $t = \eta\cdot$step.
+    ``data`` must satisfy ZGZ (no ``gs``, ``Bs``)."""
+    data = require_data(data)
+    if not data.zgz:
+        raise ValueError("`full_batch_gd` trains f = f0 + Tr[W^T A W] (ZGZ data); `data` carries `gs` or `Bs`.")
+    p = data.p
     W0 = jnp.asarray(W0, dtype=float)
     check_shape("W0", W0, (p, None), "initial weights (p, d)")
     check_positive("eta", eta)
+    if int(num_steps) < 1:
+        raise ValueError(f"`num_steps` must be >= 1; got {num_steps!r}.")
     P = jnp.eye(p) if P is None else jnp.asarray(P, dtype=float)
-    As, ys = jnp.asarray(As), jnp.asarray(ys)
+    check_shape("P", P, (p, p), "feature basis (columns)")
 
     def record(W):
         Mt = P.T @ W @ W.T @ P
         off = jnp.max(jnp.abs(Mt - jnp.diag(jnp.diag(Mt))))
-        return jnp.diag(Mt), jnp.einsum("ij,mji->m", W @ W.T, As) - ys, off
+        return jnp.diag(Mt), residuals(W @ W.T, data), off
 
-    _, hist = train_weights(lambda W, _: mse_loss(W @ W.T, As, ys), W0, optax.sgd(eta), int(num_steps), record=record)
+    _, hist = train_weights(lambda W, _: mse_loss(W @ W.T, data), W0, optax.sgd(eta), int(num_steps), record=record)
     z, res, off = (np.asarray(v) for v in hist["record"])
     return GDRun(eta * np.arange(num_steps + 1), z, res, float(off.max()))

@@ -14,3 +14,5 @@ from ._ntk import empirical_ntk as empirical_ntk
 from ._ntk import ntk_change as ntk_change
 from ._ntk import width_scaled as width_scaled
 from ._data import NQFData as NQFData
+from ._data import require_data as require_data
+from ._ntk import ntk_learning_rate as ntk_learning_rate

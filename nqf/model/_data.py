@@ -90,3 +90,17 @@ class NQFData(eqx.Module):
             x = getattr(self, name)
             object.__setattr__(new, name, None if x is None else x[index])
         return new
+
+
+def require_data(data, name: str = "data") -> NQFData:
+    """Return ``data`` if it is an :class:`NQFData`; otherwise raise a ``TypeError`` naming ``name``.
+
+    Functions of :mod:`nqf` take the data of an NQF as one validated pytree; build it with
+    ``nqf.NQFData(As, ys, gs=..., Bs=..., f0=...)``.
+    """
+    if not isinstance(data, NQFData):
+        raise TypeError(
+            f"`{name}` must be an nqf.NQFData (build it with nqf.NQFData(As, ys, gs=..., Bs=..., f0=...)); "
+            f"got {type(data).__name__}."
+        )
+    return data

@@ -5,7 +5,8 @@ the general NQF of Eq. (20) predicts
 
 $$ f_{x}(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)], $$
 
-with $M = W W^\top$ and $\mu = \sum_i w_i$. The book's loss is the paper's
+with $M = W W^\top$ and $\mu = \sum_i w_i$. Every function takes the data as one
+validated :class:`~nqf.model.NQFData` (checked once, when it is built). The book's loss is the paper's
 Eq. (26), **without** the factor ½:
 $\mathcal L = \frac1m\sum_\mu (\mathrm{Tr}[M A(x_\mu)] - y_\mu)^2$, with residuals
 $\Delta_\mu$ and $H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ (Eq. 27).
@@ -14,7 +15,7 @@ $\Delta_\mu$ and $H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ (Eq. 27).
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jaxtyping import Float
+from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_psd
 from .._checks import check_shape
@@ -22,8 +23,7 @@ from .._checks import check_square_stack
 from .._checks import check_symmetric
 from .._types import ArrayLike
 from .._types import Matrix
-from .._types import StructureStack
-from .._types import Targets
+from ._data import NQFData
 
 
 
@@ -55,52 +55,52 @@ def check_order_parameter(M, p: int | None = None, *, psd: bool = True) -> int:
     return shape[0]
 
 
-def outputs(
-    M: Matrix,
-    As: StructureStack,
-    *,
-    mu: Float[ArrayLike, " p"] | None = None,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-    f0: Float[ArrayLike, " m"] | float = 0.0,
-) -> Float[ArrayLike, " m"]:
+def outputs(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = None) -> Float[Array, " m"]:
     r"""Model outputs $f_{x_\mu} = f_0 + g_\mu^\top\mu + \mu^\top B_\mu\mu + \mathrm{Tr}[M A_\mu]$ (Eq. 20).
 
     Args:
         M: order parameter $W W^\top$, shape ``(p, p)``.
-        As: structure matrices, shape ``(m, p, p)``.
-        mu: $\sum_i w_i$, needed only when ``gs`` or ``Bs`` is given.
-        gs, Bs: linear and cross terms of the general form (App. B.1).
-        f0: $f_x(0)$, a scalar or one value per sample.
+        data: the :class:`~nqf.model.NQFData` (``As``; ``gs``, ``Bs`` of the general form,
+            App. B.1; offsets ``f0``).
+        mu: $\sum_i w_i$, shape ``(p,)``; needed only when the data carry ``gs`` or ``Bs``.
     """
-    out = jnp.einsum("ij,mji->m", M, As)
-    if gs is not None or Bs is not None:
+    out = jnp.einsum("ij,mji->m", M, data.As) + data.f0
+    if not data.zgz:
         if mu is None:
-            raise ValueError("`mu` is required when `gs` or `Bs` is given (Eq. 20).")
-        if gs is not None:
-            out = out + gs @ mu
-        if Bs is not None:
-            out = out + jnp.einsum("i,mij,j->m", mu, Bs, mu)
-    return out + f0
+            raise ValueError("`mu` is required when the data carry `gs` or `Bs` (Eq. 20).")
+        if data.gs is not None:
+            out = out + data.gs @ mu
+        if data.Bs is not None:
+            out = out + jnp.einsum("i,mij,j->m", mu, data.Bs, mu)
+    return out
 
 
-def residuals(M: Matrix, As: StructureStack, ys: Targets) -> Float[ArrayLike, " m"]:
-    r"""Residuals $\Delta_\mu = \mathrm{Tr}[M A(x_\mu)] - y_\mu$ (Sec. 5, Eq. 29)."""
-    return outputs(M, As) - ys
+def residuals(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = None) -> Float[Array, " m"]:
+    r"""Residuals $\Delta_\mu = f_{x_\mu} - y_\mu$ (Sec. 5, Eq. 29; $\mathrm{Tr}[MA_\mu] - y_\mu$ under ZGZ)."""
+    return outputs(M, data, mu=mu) - data.ys
 
 
-def mse_loss(M: Matrix, As: StructureStack, ys: Targets) -> Float[ArrayLike, ""]:
+def mse_loss(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = None) -> Float[Array, ""]:
     r"""The paper's loss $\frac1m\sum_\mu \Delta_\mu^2$ (Eq. 26), no factor ½."""
-    return jnp.mean(residuals(M, As, ys) ** 2)
+    return jnp.mean(residuals(M, data, mu=mu) ** 2)
 
 
-def h_matrix(M: Matrix, As: StructureStack, ys: Targets) -> Matrix:
-    r"""$H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ of Eq. (27); the flow is $\dot W = -HW$."""
-    delta = residuals(M, As, ys)
-    return 4.0 * jnp.einsum("m,mij->ij", delta, As) / As.shape[0]
+def _require_zgz(data: NQFData, what: str) -> None:
+    if not data.zgz:
+        raise ValueError(
+            f"`{what}` is the flow on M alone (Eqs. 27-28), which needs ZGZ data (no `gs`, no `Bs`); "
+            "use the discrete update nqf.nqf_sgd on (M, mu) for the general form."
+        )
 
 
-def flow_field(M: Matrix, As: StructureStack, ys: Targets) -> Matrix:
-    r"""Right-hand side of the closed flow $\dot M = -HM - MH$ (Eq. 28)."""
-    H = h_matrix(M, As, ys)
+def h_matrix(M: Matrix, data: NQFData) -> Matrix:
+    r"""$H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ of Eq. (27); the flow is $\dot W = -HW$ (ZGZ data)."""
+    _require_zgz(data, "h_matrix")
+    delta = residuals(M, data)
+    return 4.0 * jnp.einsum("m,mij->ij", delta, data.As) / data.As.shape[0]
+
+
+def flow_field(M: Matrix, data: NQFData) -> Matrix:
+    r"""Right-hand side of the closed flow $\dot M = -HM - MH$ (Eq. 28), $H$ of Eq. (27)."""
+    H = h_matrix(M, data)
     return -(H @ M + M @ H)

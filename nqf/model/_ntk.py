@@ -29,19 +29,25 @@ from .._checks import check_positive
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Matrix
-from .._types import StructureStack
-from ._model import check_dataset
+from ._data import NQFData
+from ._data import require_data
 from ._model import check_order_parameter
 
 
 
-def _ntk(M, mu, As, gs, Bs, d):
-    m = As.shape[0]
-    u = jnp.zeros((m, mu.shape[0]), dtype=As.dtype)
-    if gs is not None:
-        u = u + gs
-    if Bs is not None:
-        u = u + 2.0 * jnp.einsum("mij,j->mi", Bs, mu)
+def _check_width(d) -> int:
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
+    return int(d)
+
+
+def _ntk(M, mu, data: NQFData, d):
+    As = data.As
+    u = jnp.zeros((As.shape[0], mu.shape[0]), dtype=As.dtype)
+    if data.gs is not None:
+        u = u + data.gs
+    if data.Bs is not None:
+        u = u + 2.0 * jnp.einsum("mij,j->mi", data.Bs, mu)
     Amu = jnp.einsum("mij,j->mi", As, mu)  # A(x) mu
     cross = 2.0 * u @ Amu.T  # 2 u(x)^T A(x') mu
     AM = jnp.einsum("aij,jk->aik", As, M)
@@ -49,67 +55,66 @@ def _ntk(M, mu, As, gs, Bs, d):
     return d * u @ u.T + cross + cross.T + trace
 
 
-def ntk(
-    M: Matrix,
-    mu: Float[ArrayLike, " p"],
-    As: StructureStack,
-    *,
-    d: int,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-) -> Float[Array, "m m"]:
-    r"""The NTK Gram matrix $\Theta(x_a, x_b)$ over the samples of ``As`` from $(M, \mu)$, Eq. (245).
+def ntk(M: Matrix, mu: Float[ArrayLike, " p"], data: NQFData, *, d: int) -> Float[Array, "m m"]:
+    r"""The NTK Gram matrix $\Theta(x_a, x_b)$ over the samples of ``data`` from $(M, \mu)$, Eq. (245).
 
     Args:
         M, mu: order parameters, shapes ``(p, p)`` and ``(p,)``.
-        As: structure matrices ``(m, p, p)``; ``gs``, ``Bs`` the terms of Eq. (20) (or ``None``).
+        data: the :class:`~nqf.model.NQFData` (``As`` and, if present, ``gs``, ``Bs`` of Eq. 20).
         d: width (enters through the term $d\,u^\top u$).
     """
-    m, p = check_dataset(As)
-    check_order_parameter(M, p)
-    check_shape("mu", mu, (p,), "sum of the neurons")
+    data = require_data(data)
+    check_order_parameter(M, data.p)
+    check_shape("mu", mu, (data.p,), "sum of the neurons")
     check_finite("mu", mu)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
-    if gs is not None:
-        check_shape("gs", gs, (m, p), "one g(x) per sample")
-    if Bs is not None:
-        check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
-    return _ntk(
-        jnp.asarray(M), jnp.asarray(mu), jnp.asarray(As),
-        None if gs is None else jnp.asarray(gs), None if Bs is None else jnp.asarray(Bs), float(d),
-    )
+    return _ntk(jnp.asarray(M, dtype=float), jnp.asarray(mu, dtype=float), data, float(_check_width(d)))
 
 
-def ntk_trajectory(
-    Ms: Float[ArrayLike, "T p p"],
-    mus: Float[ArrayLike, "T p"],
-    As: StructureStack,
-    *,
-    d: int,
-    gs: Float[ArrayLike, "m p"] | None = None,
-    Bs: Float[ArrayLike, "m p p"] | None = None,
-) -> Float[Array, "T m m"]:
-    """Eq. (245) at every saved step of a trajectory (e.g. from :func:`nqf.nqf_sgd`)."""
-    m, p = check_dataset(As)
+def _trajectory(states, p: int):
+    """``(Ms, mus)`` from a trajectory: a pair of stacks or any state with ``.M`` and ``.mu`` fields."""
+    Ms, mus = (states.M, states.mu) if hasattr(states, "M") else states
     check_shape("Ms", Ms, (None, p, p), "trajectory of M")
     check_shape("mus", mus, (np.shape(Ms)[0], p), "trajectory of mu")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
-    return _ntk_traj(jnp.asarray(Ms), jnp.asarray(mus), jnp.asarray(As),
-                     None if gs is None else jnp.asarray(gs), None if Bs is None else jnp.asarray(Bs), float(d))
+    return jnp.asarray(Ms, dtype=float), jnp.asarray(mus, dtype=float)
+
+
+def ntk_trajectory(states, data: NQFData, *, d: int) -> Float[Array, "T m m"]:
+    """Eq. (245) at every saved step of a trajectory: ``states`` is ``(Ms, mus)`` of shapes
+    ``(T, p, p)``, ``(T, p)``, or the state trajectory returned by :func:`nqf.nqf_sgd`."""
+    data = require_data(data)
+    Ms, mus = _trajectory(states, data.p)
+    return _ntk_traj(Ms, mus, data, float(_check_width(d)))
 
 
 @jax.jit
-def _ntk_traj(Ms, mus, As, gs, Bs, d):
-    return jax.vmap(lambda M, mu: _ntk(M, mu, As, gs, Bs, d))(Ms, mus)
+def _ntk_traj(Ms, mus, data, d):
+    return jax.vmap(lambda M, mu: _ntk(M, mu, data, d))(Ms, mus)
+
+
+def ntk_learning_rate(
+    M: Matrix, mu: Float[ArrayLike, " p"], data: NQFData, *, d: int, fraction: float = 0.1, digits: int = 2
+) -> float:
+    r"""A learning rate set by the initial NTK: ``fraction`` of the linearised stability limit.
+
+    Linearised around $(M, \mu)$, gradient descent on the paper's loss (Eq. 26, no ½) moves the
+    residuals by $\Delta \leftarrow (I - \frac{2\eta}{m}\Theta)\Delta$, stable for
+    $\eta < m/\lambda_{\max}(\Theta)$ with $\Theta$ of Eq. (245). Returns
+    ``fraction`` $\cdot\, m/\lambda_{\max}$ rounded to ``digits`` significant digits.
+    """
+    check_positive("fraction", fraction)
+    if int(digits) < 1:
+        raise ValueError(f"`digits` must be >= 1; got {digits!r}.")
+    lam_max = float(jnp.linalg.eigvalsh(ntk(M, mu, data, d=d))[-1])
+    if not lam_max > 0:
+        raise ValueError(f"the NTK at (M, mu) has no positive eigenvalue (largest {lam_max:.3g}); no learning rate.")
+    return float(f"{fraction * data.m / lam_max:.{int(digits)}g}")
 
 
 def empirical_ntk(fn: Callable[[Any], Float[Array, " m"]], W: Float[ArrayLike, "..."]) -> Float[Array, "m m"]:
     r"""The NTK by autodiff, $\Theta = JJ^\top$ with $J = \partial f/\partial W$ (flattened).
 
     ``fn(W)`` returns the ``m`` outputs of the model at weights ``W``, e.g.
-    ``lambda W: nqf.dynamics.weight_outputs(W, As, gs=gs, Bs=Bs)`` or
+    ``lambda W: nqf.dynamics.weight_outputs(W, data)`` or
     ``lambda W: jax.vmap(lambda x: module.apply(W, x))(xs)``.
     """
     check_finite("W", W)
@@ -133,28 +138,21 @@ def ntk_change(Theta0: Float[ArrayLike, "m m"], Theta: Float[ArrayLike, "*T m m"
 
 
 def width_scaled(
-    As: StructureStack,
-    gs: Float[ArrayLike, "m p"],
-    Bs: Float[ArrayLike, "m p p"],
-    *,
-    d: int,
-    alpha_A: float,
-    alpha_B: float,
-    alpha_g: float = 0.5,
-) -> tuple[Float[Array, "m p p"], Float[Array, "m p"], Float[Array, "m p p"]]:
-    r"""Width scaling of App. B.6: $(d^{-\alpha_A}A,\ d^{-\alpha_g}g,\ d^{-\alpha_B}B)$.
+    data: NQFData, *, d: int, alpha_A: float, alpha_B: float, alpha_g: float = 0.5
+) -> NQFData:
+    r"""Width scaling of App. B.6: the data with $(d^{-\alpha_A}A,\ d^{-\alpha_g}g,\ d^{-\alpha_B}B)$.
 
     With $\mu(0), M(0) = O(1)$ (weights of variance $1/d$) and $\alpha_g = \tfrac12$
     the initial kernel is $O(1)$; Prop. 9 predicts a frozen kernel as $d\to\infty$
     (lazy) for $\alpha_A > 0$ and $\alpha_B > 1$, and an $O(1)$ change
     (feature learning) for $\alpha_A = 0$ or $\tfrac12 \le \alpha_B \le 1$.
+    ``data`` must carry ``gs`` and ``Bs``; ``ys`` and ``f0`` are kept.
     """
-    m, p = check_dataset(As)
-    check_shape("gs", gs, (m, p), "one g(x) per sample")
-    check_shape("Bs", Bs, (m, p, p), "one B(x) per sample")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
+    data = require_data(data)
+    if data.gs is None or data.Bs is None:
+        raise ValueError("`data` must carry both `gs` and `Bs` to be width-scaled (App. B.6); got "
+                         f"gs={'None' if data.gs is None else 'array'}, Bs={'None' if data.Bs is None else 'array'}.")
+    d = float(_check_width(d))
     for name, a in (("alpha_A", alpha_A), ("alpha_B", alpha_B), ("alpha_g", alpha_g)):
         check_positive(name, a, strict=False)
-    d = float(d)
-    return jnp.asarray(As) * d**-alpha_A, jnp.asarray(gs) * d**-alpha_g, jnp.asarray(Bs) * d**-alpha_B
+    return NQFData(data.As * d**-alpha_A, data.ys, gs=data.gs * d**-alpha_g, Bs=data.Bs * d**-alpha_B, f0=data.f0)

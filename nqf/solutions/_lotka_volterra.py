@@ -27,8 +27,9 @@ from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import StructureStack
-from .._types import Targets
 from ..dynamics._flow import solve_ode
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_dataset
 from ..model._model import check_order_parameter
 
@@ -76,11 +77,11 @@ def commuting_eigenbasis(
     return jnp.asarray(P), jnp.asarray(lambdas)
 
 
-def lv_coefficients(As: StructureStack, ys: Targets, *, tol: float = 1e-9) -> LotkaVolterra:
+def lv_coefficients(data: NQFData, *, tol: float = 1e-9) -> LotkaVolterra:
     """Reduce a commuting dataset to the Lotka–Volterra coefficients ``(r, C)`` of Eq. (32)."""
-    m, _ = check_dataset(As, ys)
-    P, lam = commuting_eigenbasis(As, tol=tol)
-    r, C = growth_and_competition(lam, ys)
+    data = require_data(data)
+    P, lam = commuting_eigenbasis(data.As, tol=tol)
+    r, C = growth_and_competition(lam, data.ys)
     return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)
 
 

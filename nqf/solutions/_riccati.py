@@ -21,7 +21,8 @@ from .._checks import check_symmetric
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import StructureStack
-from .._types import Targets
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_dataset
 from ..model._model import check_order_parameter
 from ._lotka_volterra import saxe_learning_time
@@ -39,10 +40,10 @@ def isotropy_residual(As: StructureStack, c: float) -> float:
     return float(np.max(np.abs(T - target)) / c)
 
 
-def target_matrix(As: StructureStack, ys: Targets) -> Float[Array, "p p"]:
+def target_matrix(data: NQFData) -> Float[Array, "p p"]:
     r"""$Y = \frac4m\sum_\mu y_\mu A(x_\mu)$ (Thm 7, Eq. 252)."""
-    m, _ = check_dataset(As, ys)
-    return 4.0 / m * jnp.einsum("m,mij->ij", jnp.asarray(ys), jnp.asarray(As))
+    data = require_data(data)
+    return 4.0 / data.m * jnp.einsum("m,mij->ij", data.ys, data.As)
 
 
 def riccati_solution(
@@ -112,15 +113,14 @@ class ProjectorCoefficients(NamedTuple):
     residual_254: float  # max_{a,b} ||K(Pi_b) Pi_a + Pi_a K(Pi_b) - 2 kappa_a delta_ab Pi_a||_F
 
 
-def projector_coefficients(
-    As: StructureStack, ys: Targets, projectors: Float[ArrayLike, "r p p"]
-) -> ProjectorCoefficients:
+def projector_coefficients(data: NQFData, projectors: Float[ArrayLike, "r p p"]) -> ProjectorCoefficients:
     r"""Check Theorem 16's conditions for given orthogonal projectors $\Pi_a$ and read off
     $\gamma_a$, $\kappa_a$: $Y\Pi_a + \Pi_aY = 2\gamma_a\Pi_a$ (253) and
     $\mathcal K(\Pi_b)\Pi_a + \Pi_a\mathcal K(\Pi_b) = 2\kappa_a\delta_{ab}\Pi_a$ (254), with
     $\mathcal K(X) = \frac4m\sum_\mu\langle A_\mu, X\rangle_F A_\mu$ (252). The residuals say how
     far the data are from satisfying them (0 up to rounding when they hold)."""
-    m, p = check_dataset(As, ys)
+    data = require_data(data)
+    m, p = data.m, data.p
     Pi = np.asarray(projectors, dtype=float)
     check_ndim("projectors", Pi, 3, "a stack of projectors (r, p, p)")
     check_shape("projectors", Pi, (None, p, p), "projectors acting on R^p")
@@ -128,8 +128,8 @@ def projector_coefficients(
     orth = np.einsum("aij,bjk->abik", Pi, Pi) - np.einsum("ab,bik->abik", np.eye(r), Pi)
     if np.abs(orth).max() > 1e-9:
         raise ValueError(f"`projectors` must satisfy Pi_a Pi_b = delta_ab Pi_a; got max deviation {np.abs(orth).max():.3g}.")
-    A = np.asarray(As)
-    Y = 4.0 / m * np.einsum("m,mij->ij", np.asarray(ys), A)
+    A = np.asarray(data.As)
+    Y = 4.0 / m * np.einsum("m,mij->ij", np.asarray(data.ys), A)
     rank = np.einsum("aii->a", Pi)
     gam = np.einsum("ij,aji->a", Y, Pi) / rank
     res253 = max(np.linalg.norm(Y @ P + P @ Y - 2 * g * P) for P, g in zip(Pi, gam))
