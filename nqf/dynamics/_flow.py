@@ -31,6 +31,7 @@ from .._types import Targets
 from ..model._model import check_dataset
 from ..model._model import check_order_parameter
 from ..model._model import flow_field
+from ..model._data import NQFData
 import functools
 
 
@@ -103,7 +104,7 @@ def gradient_flow(
     m, p = check_dataset(As, ys)
     check_order_parameter(M0, p)
     return solve_ode(
-        lambda t, M, args: flow_field(M, *args), jnp.asarray(M0), ts,
+        lambda t, M, args: flow_field(M, NQFData(*args)), jnp.asarray(M0), ts,
         args=(jnp.asarray(As), jnp.asarray(ys)), rtol=rtol, atol=atol,
         progress=progress, max_steps=max_steps,
     )
@@ -134,7 +135,7 @@ def gradient_flow_batch(
 def _flow_batch(As, ys, M0, ts, *, rtol, atol, max_steps):
     def one(A, y, M):
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, M, args: flow_field(M, *args)), diffrax.Tsit5(), t0=ts[0], t1=ts[-1],
+            diffrax.ODETerm(lambda t, M, args: flow_field(M, NQFData(*args))), diffrax.Tsit5(), t0=ts[0], t1=ts[-1],
             dt0=None, y0=M, args=(A, y), saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=max_steps, throw=True,
         )
