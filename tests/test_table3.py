@@ -14,7 +14,7 @@ from nqf.architectures import multihead_attention  # noqa: E402
 from nqf.architectures import mha_quartic_term
 from nqf.architectures import mha_slices, single_head_attention_logits, stack_query_key, tied_qk_attention
 from nqf.structure import split_structure  # noqa: E402
-from nqf.architectures import Architecture  # noqa: E402
+from nqf.architectures import Architecture, custom_architecture  # noqa: E402
 from nqf.architectures import bilinear_sequence_regression
 from nqf.architectures import linear_ssl_augmentation, matrix_completion, psd_matrix_sensing, quadratic_network, rectangular_matrix_sensing, word_context_embedding
 from nqf.architectures import TABLE3, Table3Row, to_nqf_weights
@@ -138,7 +138,7 @@ def test_columns_of_a_rows_matrix_are_not_neurons():
     def weighted(W, x):  # neuron i weighted by i + 1: not S_d-symmetric
         return jnp.sum((1.0 + jnp.arange(W.shape[1])) * (W.T @ (x[0] - x[1])) ** 2)
 
-    arch = Architecture("weighted", 4, weighted, ssl.structure, ssl.sample_input, "not symmetric")
+    arch = custom_architecture("weighted", 4, weighted, ssl.structure, ssl.sample_input, "not symmetric")
     c = check_row(arch, x, rays=1, scales=SCALES)
     assert c.permutation_residual > 1e-3 and c.diag_spread > 1e-3
 

@@ -10,8 +10,10 @@ which the paper's Kronecker identities $\mathrm{vec}(ABC) = (C^\top\otimes A)\ma
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_shape
@@ -21,7 +23,6 @@ from ._base import Architecture
 from ._base import _check_outputs
 from ._base import check_weights
 from ._base import feedforward_structure
-
 
 
 def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
@@ -44,12 +45,9 @@ def _unvec(w: Array, rows: int, cols: int) -> Array:
     return jnp.reshape(w, (cols, rows)).T
 
 
-def _sample_pair(D: int, N: int):
-    def sample_input(key) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
-        kq, kX = jax.random.split(key)
-        return jax.random.normal(kq, (D,)), jax.random.normal(kX, (D, N))
-
-    return sample_input
+def _sample_pair(key: Array, D: int, N: int) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
+    kq, kX = jax.random.split(key)
+    return jax.random.normal(kq, (D,)), jax.random.normal(kX, (D, N))
 
 
 def _pad_front(A: Array, n0: int) -> Array:
@@ -58,7 +56,85 @@ def _pad_front(A: Array, n0: int) -> Array:
     return jnp.pad(A, pad)
 
 
-def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> Architecture:
+def _readout_vector(c, D: int) -> tuple[tuple, int | None]:
+    """Validate a fixed readout ``c`` (``(D,)`` or ``(D, o)``, default $1_D/\\sqrt D$).
+
+    Returns it as a (nested) tuple of floats, hashable so that the module stays
+    hashable by value, and its number of outputs (``None`` for ``(D,)``).
+    """
+    c = np.ones(D) / np.sqrt(D) if c is None else np.asarray(c, dtype=np.float64)
+    if c.ndim not in (1, 2) or c.shape[0] != D:
+        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
+    check_finite("c", c)
+    as_tuple = tuple(float(v) for v in c) if c.ndim == 1 else tuple(tuple(float(v) for v in row) for row in c)
+    return as_tuple, (None if c.ndim == 1 else int(c.shape[1]))
+
+
+def _check_dims(**dims) -> None:
+    for name, value in dims.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+
+
+class _PairInput(Architecture):
+    """Shared by the attention modules: input ``x = (q, X)``, sizes ``D``, ``N``."""
+
+    def sample_input(self, key: Array) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
+        return _sample_pair(key, self.D, self.N)
+
+    def readout(self, dtype) -> Array:
+        """The fixed readout $c$ as an array of ``dtype`` (``(D,)`` or ``(D, o)``)."""
+        return jnp.asarray(self.c, dtype)
+
+
+class MultiHeadAttention(_PairInput):
+    r"""Multi-head attention, one head per neuron (Eq. 7, Prop. 2); see :func:`multihead_attention`."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    d_v: int = eqx.field(static=True)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    name = "multi-head attention"
+
+    @property
+    def p(self) -> int:
+        return (2 * self.d_k + self.d_v) * self.D + self.d_v * (1 if self.outputs is None else self.outputs)
+
+    @property
+    def describe(self) -> str:
+        D, d_k, d_v, n_out = self.D, self.d_k, self.d_v, 1 if self.outputs is None else self.outputs
+        return (f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D}); vec(W^V) ({d_v}x{D}); "
+                f"readout ({d_v}x{n_out})], column-major vec; x = (q, X); Prop. 2, Eq. (8)")
+
+    def _head(self, w: Array, q: Array, X: Array) -> Array:
+        D, d_k, d_v = self.D, self.d_k, self.d_v
+        s, sv = d_k * D, d_v * D
+        Q, K, V = _unvec(w[:s], d_k, D), _unvec(w[s:2 * s], d_k, D), _unvec(w[2 * s:2 * s + sv], d_v, D)
+        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(d_k))
+        value = V @ (X @ attn)  # (d_v,)
+        R = _unvec(w[2 * s + sv:], d_v, 1 if self.outputs is None else self.outputs)
+        return (R.T @ value)[0] if self.outputs is None else R.T @ value
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        check_weights(W, self.p, "multihead_attention")
+        q, X = _split_input(x, self.D, self.N)
+        return jnp.sum(jax.vmap(self._head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        _, X = _split_input(x, self.D, self.N)
+        x_avg = X.mean(axis=1)
+        eye = jnp.eye(self.d_v, dtype=X.dtype)
+        if self.outputs is None:
+            C = jnp.kron(x_avg[:, None], eye)  # (D d_v, d_v)
+        else:
+            E = jnp.eye(self.outputs, dtype=X.dtype)
+            C = jax.vmap(lambda e: jnp.kron(jnp.outer(x_avg, e), eye))(E)  # (o, D d_v, o d_v)
+        return _pad_front(feedforward_structure(C), 2 * self.d_k * self.D)
+
+
+def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> MultiHeadAttention:
     r"""Multi-head attention, one head per neuron (Eq. 7, Prop. 2).
 
     $$ f = \sum_i v_i^\top W_i^V X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$
@@ -75,41 +151,54 @@ def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None 
     Query and key weights first enter at quartic order (Eq. 73).
     """
     _check_outputs(outputs)
-    n_out = 1 if outputs is None else outputs
-    s, sv = d_k * D, d_v * D
-    p = 2 * s + sv + d_v * n_out
+    _check_dims(D=D, N=N, d_k=d_k, d_v=d_v)
+    return MultiHeadAttention(int(D), int(N), int(d_k), int(d_v), None if outputs is None else int(outputs))
 
-    def head(w: Array, q: Array, X: Array) -> Array:
-        Q, K, V = _unvec(w[:s], d_k, D), _unvec(w[s:2 * s], d_k, D), _unvec(w[2 * s:2 * s + sv], d_v, D)
-        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(d_k))
-        value = V @ (X @ attn)  # (d_v,)
-        R = _unvec(w[2 * s + sv:], d_v, n_out)
-        return (R.T @ value)[0] if outputs is None else R.T @ value
 
-    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
-        check_weights(W, p, "multihead_attention")
-        q, X = _split_input(x, D, N)
-        return jnp.sum(jax.vmap(head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+class QKAttention(_PairInput):
+    r"""Query-key-only attention with a fixed readout $c$ (Eq. 9, Prop. 3); see :func:`qk_attention`."""
 
-    def structure(x: Input) -> Float[Array, "*o p p"]:
-        _, X = _split_input(x, D, N)
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    c: tuple = eqx.field(static=True)  #: the readout, a (nested) tuple of floats (hashable)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    name = "query-key-only attention"
+
+    @property
+    def p(self) -> int:
+        return 2 * self.d_k * self.D
+
+    @property
+    def describe(self) -> str:
+        D, d_k = self.D, self.d_k
+        return (f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D})], column-major vec; "
+                "fixed readout c; x = (q, X); Prop. 3, Eq. (10)")
+
+    def _head(self, w: Array, q: Array, X: Array) -> Array:
+        s = self.d_k * self.D
+        Q, K = _unvec(w[:s], self.d_k, self.D), _unvec(w[s:], self.d_k, self.D)
+        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(self.d_k))
+        return self.readout(X.dtype).T @ (X @ attn)
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        check_weights(W, self.p, "qk_attention")
+        q, X = _split_input(x, self.D, self.N)
+        return jnp.sum(jax.vmap(self._head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, self.D, self.N)
         x_avg = X.mean(axis=1)
-        eye = jnp.eye(d_v, dtype=X.dtype)
-        if outputs is None:
-            C = jnp.kron(x_avg[:, None], eye)  # (D d_v, d_v)
-        else:
-            E = jnp.eye(outputs, dtype=X.dtype)
-            C = jax.vmap(lambda e: jnp.kron(jnp.outer(x_avg, e), eye))(E)  # (o, D d_v, o d_v)
-        return _pad_front(feedforward_structure(C), 2 * s)
-
-    return Architecture(
-        "multi-head attention", p, apply, structure, _sample_pair(D, N),
-        f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D}); vec(W^V) ({d_v}x{D}); "
-        f"readout ({d_v}x{n_out})], column-major vec; x = (q, X); Prop. 2, Eq. (8)",
-        outputs)
+        sigma = X @ X.T / self.N - jnp.outer(x_avg, x_avg)
+        u = sigma @ self.readout(X.dtype)  # (D,) or (D, o)
+        eye = jnp.eye(self.d_k, dtype=X.dtype)
+        block = lambda uu: jnp.kron(jnp.outer(q, uu), eye) / jnp.sqrt(self.d_k)  # noqa: E731
+        C = block(u) if self.outputs is None else jax.vmap(block, in_axes=1)(u)
+        return feedforward_structure(C)
 
 
-def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> QKAttention:
     r"""Query-key-only attention with a fixed readout $c$ (Eq. 9, Prop. 3).
 
     $$ f = \sum_i c^\top X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$
@@ -123,36 +212,6 @@ def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Archit
 
     Note $f_x(0) = d\, c^\top x_{avg}$ depends on the width $d$; $A$ does not.
     """
-    c = jnp.ones(D) / jnp.sqrt(D) if c is None else jnp.asarray(c)
-    if c.ndim not in (1, 2) or c.shape[0] != D:
-        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
-    check_finite("c", c)
-    outputs = None if c.ndim == 1 else c.shape[1]
-    s = d_k * D
-    p = 2 * s
-
-    def head(w: Array, q: Array, X: Array) -> Array:
-        Q, K = _unvec(w[:s], d_k, D), _unvec(w[s:], d_k, D)
-        attn = jax.nn.softmax(X.T @ (K.T @ (Q @ q)) / jnp.sqrt(d_k))
-        return c.astype(X.dtype).T @ (X @ attn)
-
-    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
-        check_weights(W, p, "qk_attention")
-        q, X = _split_input(x, D, N)
-        return jnp.sum(jax.vmap(head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
-
-    def structure(x: Input) -> Float[Array, "*o p p"]:
-        q, X = _split_input(x, D, N)
-        x_avg = X.mean(axis=1)
-        sigma = X @ X.T / N - jnp.outer(x_avg, x_avg)
-        u = sigma @ c.astype(X.dtype)  # (D,) or (D, o)
-        eye = jnp.eye(d_k, dtype=X.dtype)
-        block = lambda uu: jnp.kron(jnp.outer(q, uu), eye) / jnp.sqrt(d_k)  # noqa: E731
-        C = block(u) if outputs is None else jax.vmap(block, in_axes=1)(u)
-        return feedforward_structure(C)
-
-    return Architecture(
-        "query-key-only attention", p, apply, structure, _sample_pair(D, N),
-        f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D})], column-major vec; "
-        "fixed readout c; x = (q, X); Prop. 3, Eq. (10)",
-        outputs)
+    _check_dims(D=D, N=N, d_k=d_k)
+    c, outputs = _readout_vector(c, D)
+    return QKAttention(int(D), int(N), int(d_k), c, outputs)

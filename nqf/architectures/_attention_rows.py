@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,12 +38,12 @@ from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Input
-from ._attention import _sample_pair
+from ._attention import _PairInput
+from ._attention import _check_dims
+from ._attention import _readout_vector
 from ._attention import _split_input
 from ._attention import _unvec
-from ._base import Architecture
 from ._base import feedforward_structure
-
 
 
 def _check_rows_weights(W, p: int, module: str, paper_shape: str) -> None:
@@ -54,20 +55,6 @@ def _check_rows_weights(W, p: int, module: str, paper_shape: str) -> None:
             f"writes this module with neurons as the ROWS of {paper_shape}; pass the transpose "
             f"(nqf.architectures.to_nqf_weights). Got shape {shape}."
         )
-
-
-def _readout_vector(c, D: int):
-    c = jnp.ones(D) / jnp.sqrt(D) if c is None else jnp.asarray(c)
-    if c.ndim not in (1, 2) or c.shape[0] != D:
-        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
-    check_finite("c", c)
-    return c, (None if c.ndim == 1 else c.shape[1])
-
-
-def _check_dims(**dims) -> None:
-    for name, value in dims.items():
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
 
 
 def _covariance_readout(X: Array, c: Array) -> Array:
@@ -90,7 +77,47 @@ def stack_query_key(WQ: Float[ArrayLike, "k D"], WK: Float[ArrayLike, "k D"]) ->
     return jnp.concatenate([jnp.asarray(WQ).T, jnp.asarray(WK).T], axis=0)
 
 
-def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+class SingleHeadAttentionLogits(_PairInput):
+    r"""Single-head attention logits, neurons = rows of $W^Q, W^K$ (Eq. 11, Prop. 4); see
+    :func:`single_head_attention_logits`."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    c: tuple = eqx.field(static=True)  #: the readout, a (nested) tuple of floats (hashable)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    name = "single-head attention logits"
+
+    @property
+    def p(self) -> int:
+        return 2 * self.D
+
+    @property
+    def describe(self) -> str:
+        D = self.D
+        return (f"neuron w_i = [row i of W^Q ({D}); row i of W^K ({D})]: neurons are the ROWS of the paper's "
+                f"W^Q, W^K; nqf W = stack_query_key(W^Q, W^K); temperature sqrt(d_k), d_k = {self.d_k}; "
+                "x = (q, X); Prop. 4, Eq. (12)")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        D = self.D
+        _check_rows_weights(W, self.p, "single_head_attention_logits", "W^Q and W^K (stack_query_key)")
+        q, X = _split_input(x, D, self.N)
+        W = jnp.asarray(W)
+        WQ, WK = W[:D].T, W[D:].T  # (d, D): the paper's matrices, one row per neuron
+        attn = jax.nn.softmax(X.T @ (WK.T @ (WQ @ q)) / np.sqrt(self.d_k))
+        return self.readout(X.dtype).T @ (X @ attn)
+
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, self.D, self.N)
+        u = _covariance_readout(X, self.readout(X.dtype))  # (D,) or (D, o)
+        block = lambda uu: jnp.outer(q, uu) / np.sqrt(self.d_k)  # noqa: E731
+        C = block(u) if self.outputs is None else jax.vmap(block, in_axes=1)(u)
+        return feedforward_structure(C)
+
+
+def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> SingleHeadAttentionLogits:
     r"""Single-head attention with a fixed readout, neurons = rows of $W^Q, W^K$ (Eq. 11, Prop. 4).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top (W^K)^\top W^Q x}{\sqrt{d_k}}\Big),
@@ -107,31 +134,44 @@ def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None =
     """
     _check_dims(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
-    p = 2 * D
+    return SingleHeadAttentionLogits(int(D), int(N), int(d_k), c, outputs)
 
-    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
-        _check_rows_weights(W, p, "single_head_attention_logits", "W^Q and W^K (stack_query_key)")
-        q, X = _split_input(x, D, N)
+
+class TiedQKAttention(_PairInput):
+    r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3); see :func:`tied_qk_attention`."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    c: tuple = eqx.field(static=True)  #: the readout, a (nested) tuple of floats (hashable)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    name = "tied query-key attention"
+
+    @property
+    def p(self) -> int:
+        return self.D
+
+    @property
+    def describe(self) -> str:
+        return (f"neuron w_i = row i of the paper's W (d_k x D): neurons are ROWS, M = W^T W; nqf W = W_paper.T "
+                f"({self.D} x d); temperature sqrt(d_k), d_k = {self.d_k}; x = (q, X); Table 3")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        _check_rows_weights(W, self.p, "tied_qk_attention", "W (d_k x D)")
+        q, X = _split_input(x, self.D, self.N)
         W = jnp.asarray(W)
-        WQ, WK = W[:D].T, W[D:].T  # (d, D): the paper's matrices, one row per neuron
-        attn = jax.nn.softmax(X.T @ (WK.T @ (WQ @ q)) / np.sqrt(d_k))
-        return c.astype(X.dtype).T @ (X @ attn)
+        attn = jax.nn.softmax(X.T @ (W @ (W.T @ q)) / np.sqrt(self.d_k))  # W W^T = W_paper^T W_paper
+        return self.readout(X.dtype).T @ (X @ attn)
 
-    def structure(x: Input) -> Float[Array, "*o p p"]:
-        q, X = _split_input(x, D, N)
-        u = _covariance_readout(X, c)  # (D,) or (D, o)
-        block = lambda uu: jnp.outer(q, uu) / np.sqrt(d_k)  # noqa: E731
-        C = block(u) if outputs is None else jax.vmap(block, in_axes=1)(u)
-        return feedforward_structure(C)
-
-    return Architecture(
-        "single-head attention logits", p, apply, structure, _sample_pair(D, N),
-        f"neuron w_i = [row i of W^Q ({D}); row i of W^K ({D})]: neurons are the ROWS of the paper's "
-        f"W^Q, W^K; nqf W = stack_query_key(W^Q, W^K); temperature sqrt(d_k), d_k = {d_k}; x = (q, X); "
-        "Prop. 4, Eq. (12)", outputs)
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        q, X = _split_input(x, self.D, self.N)
+        u = _covariance_readout(X, self.readout(X.dtype))
+        sym = lambda uu: (jnp.outer(q, uu) + jnp.outer(uu, q)) / (2.0 * np.sqrt(self.d_k))  # noqa: E731
+        return sym(u) if self.outputs is None else jax.vmap(sym, in_axes=1)(u)
 
 
-def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> TiedQKAttention:
     r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big)
@@ -148,25 +188,7 @@ def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> A
     """
     _check_dims(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
-    p = D
-
-    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
-        _check_rows_weights(W, p, "tied_qk_attention", "W (d_k x D)")
-        q, X = _split_input(x, D, N)
-        W = jnp.asarray(W)
-        attn = jax.nn.softmax(X.T @ (W @ (W.T @ q)) / np.sqrt(d_k))  # W W^T = W_paper^T W_paper
-        return c.astype(X.dtype).T @ (X @ attn)
-
-    def structure(x: Input) -> Float[Array, "*o p p"]:
-        q, X = _split_input(x, D, N)
-        u = _covariance_readout(X, c)
-        sym = lambda uu: (jnp.outer(q, uu) + jnp.outer(uu, q)) / (2.0 * np.sqrt(d_k))  # noqa: E731
-        return sym(u) if outputs is None else jax.vmap(sym, in_axes=1)(u)
-
-    return Architecture(
-        "tied query-key attention", p, apply, structure, _sample_pair(D, N),
-        f"neuron w_i = row i of the paper's W (d_k x D): neurons are ROWS, M = W^T W; nqf W = W_paper.T "
-        f"({D} x d); temperature sqrt(d_k), d_k = {d_k}; x = (q, X); Table 3", outputs)
+    return TiedQKAttention(int(D), int(N), int(d_k), c, outputs)
 
 
 # ------------------------------------------------------ multi-head attention, Eq. (73)

@@ -16,11 +16,13 @@ vectorised **column-major** (``vec`` stacks columns), the convention of the
 Kronecker identities in App. A.5-A.6.
 """
 
-from __future__ import annotations
 
+import abc
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import ClassVar
 
+import equinox as eqx
+from equinox import AbstractVar
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,13 +30,21 @@ from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
+from .._types import Input
 
 
+class Architecture(eqx.Module):
+    """A module of interchangeable neurons together with its closed-form structure matrix.
 
-class Architecture(NamedTuple):
-    """A module together with its closed-form structure matrix.
+    An ``equinox.Module`` whose fields are the module's static sizes and
+    options (activation, readout, ...), all hashable: two architectures built
+    with the same arguments are equal and hash alike, so every compiled
+    function of :mod:`nqf.structure` that takes one is cached **by value**
+    (building ``two_layer_mlp(4)`` twice compiles its probes once). Callables
+    stored in a field (an activation, an expert) are compared by identity and
+    are assumed pure, as ``jax.jit`` assumes of the functions it compiles.
 
-    Attributes:
+    Interface (every subclass):
         name: short human-readable name (used in figure labels).
         p: parameters per neuron (rows of ``W``).
         apply: ``apply(W, x)``, ``W`` of shape ``(p, d)`` for any width ``d``.
@@ -45,13 +55,87 @@ class Architecture(NamedTuple):
         outputs: ``None`` for a scalar module, else the output dimension ``o``.
     """
 
-    name: str
-    p: int
-    apply: Callable
-    structure: Callable
-    sample_input: Callable
-    describe: str
-    outputs: int | None = None
+    name: AbstractVar[str]
+    p: AbstractVar[int]
+    describe: AbstractVar[str]
+
+    #: whether compiled functions may be cached on this architecture's value (see
+    #: :class:`CustomArchitecture`, whose callables may read mutable state).
+    cache_by_value: ClassVar[bool] = True
+
+    @property
+    def outputs(self) -> int | None:
+        return None
+
+    @abc.abstractmethod
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        """The module $f_x(W)$, neurons are the columns of ``W``."""
+
+    @abc.abstractmethod
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        """The closed-form structure matrix $A(x)$ (Theorem 1, Eq. 2)."""
+
+    @abc.abstractmethod
+    def sample_input(self, key: Array) -> Input:
+        """One valid random input."""
+
+
+class CustomArchitecture(Architecture):
+    """An architecture assembled from plain functions (see :func:`custom_architecture`).
+
+    Its callables are user code that may read mutable (global) state, so
+    nothing compiled from it is cached across calls: ``cache_by_value`` is
+    ``False`` and :mod:`nqf.structure` traces it afresh on every call.
+    """
+
+    name: str = eqx.field(static=True)
+    p: int = eqx.field(static=True)
+    apply_fn: Callable = eqx.field(static=True)
+    structure_fn: Callable = eqx.field(static=True)
+    sample_fn: Callable = eqx.field(static=True)
+    describe: str = eqx.field(static=True)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    cache_by_value: ClassVar[bool] = False
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        return self.apply_fn(W, x)
+
+    def structure(self, x: Input) -> Float[Array, "*o p p"]:
+        return self.structure_fn(x)
+
+    def sample_input(self, key: Array) -> Input:
+        return self.sample_fn(key)
+
+
+def custom_architecture(
+    name: str,
+    p: int,
+    apply: Callable,
+    structure: Callable,
+    sample_input: Callable,
+    describe: str,
+    outputs: int | None = None,
+) -> CustomArchitecture:
+    """Wrap a user's ``apply(W, x)``, closed form ``structure(x)`` and ``sample_input(key)``.
+
+    For a module of one's own whose $A(x)$ is known in closed form; the checks
+    of :mod:`nqf.structure` (e.g. :func:`nqf.check_theorem1`) then apply to it.
+    """
+    if not isinstance(name, str) or not isinstance(describe, str):
+        raise ValueError(f"`name` and `describe` must be strings; got {name!r} and {describe!r}.")
+    if not isinstance(p, (int, np.integer)) or isinstance(p, bool) or p < 1:
+        raise ValueError(f"`p` (parameters per neuron) must be a positive int; got {p!r}.")
+    for arg, fn in (("apply", apply), ("structure", structure), ("sample_input", sample_input)):
+        if not callable(fn):
+            raise ValueError(f"`{arg}` must be callable; got {type(fn).__name__}.")
+    _check_outputs(outputs)
+    return CustomArchitecture(name, int(p), apply, structure, sample_input, describe,
+                              None if outputs is None else int(outputs))
+
+
+def _normal(key: Array, shape: tuple[int, ...]) -> Array:
+    return jax.random.normal(key, shape)
 
 
 # ----------------------------------------------------------------- helpers

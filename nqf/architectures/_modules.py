@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,6 +28,7 @@ from jaxtyping import Array, Float
 from .._types import ArrayLike
 from ._base import Architecture
 from ._base import _check_outputs
+from ._base import _normal
 from ._base import _readout
 from ._base import _readout_blocks
 from ._base import _zero_slope
@@ -36,8 +38,58 @@ from ._base import check_weights
 from ._base import feedforward_structure
 
 
+def _int(name: str, value) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+    return int(value)
+
+
+def _out(outputs) -> int | None:
+    _check_outputs(outputs)
+    return None if outputs is None else int(outputs)
+
 
 # ------------------------------------------------------------ architectures
+class TwoLayerMLP(Architecture):
+    r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1); see :func:`two_layer_mlp`."""
+
+    k: int = eqx.field(static=True)
+    activation: Callable = eqx.field(static=True)
+    outputs: int | None = eqx.field(static=True, default=None)
+    bias: bool = eqx.field(static=True, default=False)
+
+    @property
+    def name(self) -> str:
+        return "two-layer MLP" + (" (bias)" if self.bias else "")
+
+    @property
+    def p(self) -> int:
+        return self.k + int(self.bias) + (1 if self.outputs is None else self.outputs)
+
+    @property
+    def describe(self) -> str:
+        packing = "[u (k); b (1); v]" if self.bias else "[u (k); v]"
+        n_out = 1 if self.outputs is None else self.outputs
+        return (f"neuron w = {packing}, v of size {n_out}; f = sum_i v_i phi(u_i.x"
+                f"{' + b_i' if self.bias else ''}); Prop. 1, Eq. (6)")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
+        k = self.k
+        check_weights(W, self.p, "two_layer_mlp")
+        check_input("x", x, (k,), "one input vector")
+        z = W[:k].T @ x + (W[k] if self.bias else 0.0)
+        return _readout(W[k + int(self.bias):], self.activation(z), self.outputs)
+
+    def structure(self, x: ArrayLike) -> Float[Array, "*o p p"]:
+        check_input("x", x, (self.k,), "one input vector")
+        x = jnp.asarray(x)
+        xt = jnp.concatenate([x, jnp.ones((1,), x.dtype)]) if self.bias else x
+        return feedforward_structure(_zero_slope(self.activation, x) * _readout_blocks(xt, self.outputs))
+
+    def sample_input(self, key: Array) -> Float[Array, " k"]:
+        return _normal(key, (self.k,))
+
+
 def two_layer_mlp(
     k: int,
     activation: Callable = jnp.tanh,
@@ -45,7 +97,7 @@ def two_layer_mlp(
     *,
     bias: bool = False,
     check_smooth: bool = True,
-) -> Architecture:
+) -> TwoLayerMLP:
     r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1).
 
     Neuron packing: ``w = [u; v]`` ($u \in \mathbb R^k$, $v \in \mathbb R$), or
@@ -60,33 +112,10 @@ def two_layer_mlp(
     If $\phi(0) \ne 0$ the formula is still the $A$ of the general form (Eq. 20)
     but ZGZ fails with $g(x) = [0; \phi(0) e_m]$.
     """
-    _check_outputs(outputs)
+    outputs = _out(outputs)
     if check_smooth:
         check_activation(activation)
-    n_in = k + int(bias)
-    n_out = 1 if outputs is None else outputs
-    p = n_in + n_out
-
-    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
-        check_weights(W, p, "two_layer_mlp")
-        check_input("x", x, (k,), "one input vector")
-        z = W[:k].T @ x + (W[k] if bias else 0.0)
-        return _readout(W[n_in:], activation(z), outputs)
-
-    def structure(x: ArrayLike) -> Float[Array, "*o p p"]:
-        check_input("x", x, (k,), "one input vector")
-        x = jnp.asarray(x)
-        xt = jnp.concatenate([x, jnp.ones((1,), x.dtype)]) if bias else x
-        return feedforward_structure(_zero_slope(activation, x) * _readout_blocks(xt, outputs))
-
-    def sample_input(key) -> Float[Array, " k"]:
-        return jax.random.normal(key, (k,))
-
-    packing = "[u (k); b (1); v]" if bias else "[u (k); v]"
-    return Architecture(
-        "two-layer MLP" + (" (bias)" if bias else ""), p, apply, structure, sample_input,
-        f"neuron w = {packing}, v of size {n_out}; f = sum_i v_i phi(u_i.x"
-        f"{' + b_i' if bias else ''}); Prop. 1, Eq. (6)", outputs)
+    return TwoLayerMLP(_int("k", k), activation, outputs, bool(bias))
 
 
 def _patch_index(height: int, width: int, kh: int, kw: int) -> np.ndarray:
@@ -94,6 +123,48 @@ def _patch_index(height: int, width: int, kh: int, kw: int) -> np.ndarray:
     rows = np.arange(height - kh + 1)[:, None, None, None] + np.arange(kh)[None, None, :, None]
     cols = np.arange(width - kw + 1)[None, :, None, None] + np.arange(kw)[None, None, None, :]
     return (rows * width + cols).reshape(-1, kh * kw)
+
+
+class CNN(Architecture):
+    r"""Single-channel CNN with global sum pooling (Eq. 15, Prop. 6); see :func:`cnn`."""
+
+    height: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    kh: int = eqx.field(static=True)
+    kw: int = eqx.field(static=True)
+    activation: Callable = eqx.field(static=True)
+    outputs: int | None = eqx.field(static=True, default=None)
+
+    name = "single-layer CNN"
+
+    @property
+    def p(self) -> int:
+        return self.kh * self.kw + (1 if self.outputs is None else self.outputs)
+
+    @property
+    def describe(self) -> str:
+        n_patches = (self.height - self.kh + 1) * (self.width - self.kw + 1)
+        return (f"neuron w = [kernel ({self.kh}x{self.kw}, row-major); v]; global sum pooling over "
+                f"{n_patches} patches; Prop. 6, Eq. (16)")
+
+    def _patches(self, x) -> Array:
+        idx = _patch_index(self.height, self.width, self.kh, self.kw)
+        return jnp.reshape(jnp.asarray(x), (-1,))[idx]  # (P, m)
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
+        check_weights(W, self.p, "cnn")
+        check_input("x", x, (self.height, self.width), "one single-channel image")
+        m = self.kh * self.kw
+        return _readout(W[m:], self.activation(self._patches(x) @ W[:m]).sum(0), self.outputs)
+
+    def structure(self, x: ArrayLike) -> Float[Array, "*o p p"]:
+        check_input("x", x, (self.height, self.width), "one single-channel image")
+        x = jnp.asarray(x)
+        s = self._patches(x).sum(0)
+        return feedforward_structure(_zero_slope(self.activation, x) * _readout_blocks(s, self.outputs))
+
+    def sample_input(self, key: Array) -> Float[Array, "h w"]:
+        return _normal(key, (self.height, self.width))
 
 
 def cnn(
@@ -105,7 +176,7 @@ def cnn(
     outputs: int | None = None,
     *,
     check_smooth: bool = True,
-) -> Architecture:
+) -> CNN:
     r"""Single-channel CNN with global sum pooling, $f = \sum_i v_i \sum_p \phi(k_i^\top x_p)$ (Eq. 15).
 
     Valid cross-correlation (no kernel flip), stride 1, no padding; $x_p$ is the
@@ -114,39 +185,53 @@ def cnn(
     ``outputs = o``). Closed form (Prop. 6, Eq. 16): the MLP's $A$ with
     $\sum_p x_p$ in place of $x$.
     """
-    _check_outputs(outputs)
+    outputs = _out(outputs)
     if not (1 <= kh <= height and 1 <= kw <= width):
         raise ValueError(f"kernel ({kh}, {kw}) must fit in the input ({height}, {width}).")
     if check_smooth:
         check_activation(activation)
-    idx = _patch_index(height, width, kh, kw)
-    m = kh * kw
-    p = m + (1 if outputs is None else outputs)
-
-    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
-        check_weights(W, p, "cnn")
-        check_input("x", x, (height, width), "one single-channel image")
-        patches = jnp.reshape(x, (-1,))[idx]  # (P, m)
-        return _readout(W[m:], activation(patches @ W[:m]).sum(0), outputs)
-
-    def structure(x: ArrayLike) -> Float[Array, "*o p p"]:
-        check_input("x", x, (height, width), "one single-channel image")
-        x = jnp.asarray(x)
-        s = jnp.reshape(x, (-1,))[idx].sum(0)
-        return feedforward_structure(_zero_slope(activation, x) * _readout_blocks(s, outputs))
-
-    def sample_input(key) -> Float[Array, "h w"]:
-        return jax.random.normal(key, (height, width))
-
-    return Architecture(
-        "single-layer CNN", p, apply, structure, sample_input,
-        f"neuron w = [kernel ({kh}x{kw}, row-major); v]; global sum pooling over "
-        f"{idx.shape[0]} patches; Prop. 6, Eq. (16)", outputs)
+    return CNN(_int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw), activation, outputs)
 
 
 def linear_expert(theta: Float[ArrayLike, " n"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""Default expert $E(x; \theta) = \theta^\top x$, so $G(x) = \nabla_\theta E(x; 0) = x$."""
     return theta @ x
+
+
+class MixtureOfExperts(Architecture):
+    r"""Mixture of experts with independent gating (Eq. 13, Prop. 5); see :func:`mixture_of_experts`."""
+
+    k: int = eqx.field(static=True)
+    expert: Callable = eqx.field(static=True)
+    n_theta: int = eqx.field(static=True)
+    gate: Callable = eqx.field(static=True)
+
+    name = "mixture of experts"
+
+    @property
+    def p(self) -> int:
+        return self.k + self.n_theta
+
+    @property
+    def describe(self) -> str:
+        return (f"neuron w = [r (k={self.k}); theta (n_theta={self.n_theta})]; f = sum_i psi(r_i.x) E(x; theta_i); "
+                "Prop. 5, Eq. (14)")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        k = self.k
+        check_weights(W, self.p, "mixture_of_experts")
+        check_input("x", x, (k,), "one input vector")
+        experts = jax.vmap(self.expert, in_axes=(1, None))(jnp.asarray(W[k:]), x)
+        return jnp.sum(self.gate(W[:k].T @ x) * experts)
+
+    def structure(self, x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (self.k,), "one input vector")
+        x = jnp.asarray(x)
+        G = jax.grad(self.expert)(jnp.zeros(self.n_theta, jnp.result_type(x, float)), x)
+        return feedforward_structure(_zero_slope(self.gate, x) * jnp.outer(x, G))
+
+    def sample_input(self, key: Array) -> Float[Array, " k"]:
+        return _normal(key, (self.k,))
 
 
 def mixture_of_experts(
@@ -156,7 +241,7 @@ def mixture_of_experts(
     gate: Callable = jnp.tanh,
     *,
     check_smooth: bool = True,
-) -> Architecture:
+) -> MixtureOfExperts:
     r"""Mixture of experts with independent gating, $f = \sum_i \psi(r_i^\top x)\, E(x; \Theta_i)$ (Eq. 13).
 
     Neuron packing ``w = [r (k); theta (n_theta)]``. ``expert(theta, x)`` returns
@@ -179,53 +264,81 @@ def mixture_of_experts(
     e0 = expert(jnp.zeros(n_theta), jax.random.normal(jax.random.PRNGKey(0), (k,)))
     if np.shape(e0) != () or abs(float(e0)) > 0:
         raise ValueError(f"`expert` must return a scalar with E(x; 0) = 0 (Prop. 5); got {e0!r}.")
-    p = k + n_theta
-
-    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
-        check_weights(W, p, "mixture_of_experts")
-        check_input("x", x, (k,), "one input vector")
-        experts = jax.vmap(expert, in_axes=(1, None))(jnp.asarray(W[k:]), x)
-        return jnp.sum(gate(W[:k].T @ x) * experts)
-
-    def structure(x: ArrayLike) -> Float[Array, "p p"]:
-        check_input("x", x, (k,), "one input vector")
-        x = jnp.asarray(x)
-        G = jax.grad(expert)(jnp.zeros(n_theta, jnp.result_type(x, float)), x)
-        return feedforward_structure(_zero_slope(gate, x) * jnp.outer(x, G))
-
-    def sample_input(key) -> Float[Array, " k"]:
-        return jax.random.normal(key, (k,))
-
-    return Architecture(
-        "mixture of experts", p, apply, structure, sample_input,
-        f"neuron w = [r (k={k}); theta (n_theta={n_theta})]; f = sum_i psi(r_i.x) E(x; theta_i); "
-        "Prop. 5, Eq. (14)")
+    return MixtureOfExperts(_int("k", k), expert, _int("n_theta", n_theta), gate)
 
 
-def phase_retrieval(n: int) -> Architecture:
+class PhaseRetrieval(Architecture):
+    r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$; see :func:`phase_retrieval`."""
+
+    n: int = eqx.field(static=True)
+
+    name = "phase retrieval"
+    describe = "neuron w in R^n; f = sum_i (a.w_i)^2; A = a a^T (Table 1)"
+
+    @property
+    def p(self) -> int:
+        return self.n
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        check_weights(W, self.n, "phase_retrieval")
+        check_input("x", x, (self.n,), "one sensing vector a")
+        return jnp.sum((W.T @ x) ** 2)
+
+    def structure(self, x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (self.n,), "one sensing vector a")
+        return jnp.outer(x, x)
+
+    def sample_input(self, key: Array) -> Float[Array, " n"]:
+        return _normal(key, (self.n,))
+
+
+def phase_retrieval(n: int) -> PhaseRetrieval:
     r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$ (Table 1 / Table 3).
 
     Input ``x = a`` $\in \mathbb R^n$; neuron $w_i \in \mathbb R^n$. The module
     is exactly quadratic, so the NQF is exact.
     """
-
-    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
-        check_weights(W, n, "phase_retrieval")
-        check_input("x", x, (n,), "one sensing vector a")
-        return jnp.sum((W.T @ x) ** 2)
-
-    def structure(x: ArrayLike) -> Float[Array, "p p"]:
-        check_input("x", x, (n,), "one sensing vector a")
-        return jnp.outer(x, x)
-
-    def sample_input(key) -> Float[Array, " n"]:
-        return jax.random.normal(key, (n,))
-
-    return Architecture("phase retrieval", n, apply, structure, sample_input,
-                        "neuron w in R^n; f = sum_i (a.w_i)^2; A = a a^T (Table 1)")
+    return PhaseRetrieval(_int("n", n))
 
 
-def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture:
+class DiagonalLinearNetwork(Architecture):
+    r"""Diagonal linear network (Table 1 / Table 3); see :func:`diagonal_linear_network`."""
+
+    n: int = eqx.field(static=True)
+    two_factor: bool = eqx.field(static=True, default=False)
+
+    @property
+    def name(self) -> str:
+        return "diagonal linear network" + (" (two-factor)" if self.two_factor else "")
+
+    @property
+    def p(self) -> int:
+        return 2 * self.n if self.two_factor else self.n
+
+    @property
+    def describe(self) -> str:
+        if self.two_factor:
+            return "neuron w = [u (n); v (n)]; f = u^T Diag(x) v (Table 3)"
+        return "neuron w = u in R^n; f = sum_k x_k u_k^2 / 4; A = Diag(x)/4 (Table 1)"
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
+        n = self.n
+        check_weights(W, self.p, "diagonal_linear_network")
+        check_input("x", x, (n,), "one input vector")
+        if self.two_factor:
+            return jnp.sum(x[:, None] * W[:n] * W[n:])
+        return 0.25 * jnp.sum(x[:, None] * W**2)
+
+    def structure(self, x: ArrayLike) -> Float[Array, "p p"]:
+        check_input("x", x, (self.n,), "one input vector")
+        D = jnp.diag(jnp.asarray(x))
+        return feedforward_structure(D) if self.two_factor else 0.25 * D
+
+    def sample_input(self, key: Array) -> Float[Array, " n"]:
+        return _normal(key, (self.n,))
+
+
+def diagonal_linear_network(n: int, *, two_factor: bool = False) -> DiagonalLinearNetwork:
     r"""Diagonal linear network (Table 1 / Table 3).
 
     Square parametrisation: neuron $u \in \mathbb R^n$,
@@ -234,25 +347,4 @@ def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture
     $f_x = u^\top \mathrm{Diag}(x) v$, $A_x = \tfrac12[[0, \mathrm{Diag}(x)], [\mathrm{Diag}(x), 0]]$.
     Both are exactly quadratic.
     """
-    p = 2 * n if two_factor else n
-
-    def apply(W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
-        check_weights(W, p, "diagonal_linear_network")
-        check_input("x", x, (n,), "one input vector")
-        if two_factor:
-            return jnp.sum(x[:, None] * W[:n] * W[n:])
-        return 0.25 * jnp.sum(x[:, None] * W**2)
-
-    def structure(x: ArrayLike) -> Float[Array, "p p"]:
-        check_input("x", x, (n,), "one input vector")
-        D = jnp.diag(jnp.asarray(x))
-        return feedforward_structure(D) if two_factor else 0.25 * D
-
-    def sample_input(key) -> Float[Array, " n"]:
-        return jax.random.normal(key, (n,))
-
-    if two_factor:
-        return Architecture("diagonal linear network (two-factor)", p, apply, structure, sample_input,
-                            "neuron w = [u (n); v (n)]; f = u^T Diag(x) v (Table 3)")
-    return Architecture("diagonal linear network", p, apply, structure, sample_input,
-                        "neuron w = u in R^n; f = sum_k x_k u_k^2 / 4; A = Diag(x)/4 (Table 1)")
+    return DiagonalLinearNetwork(_int("n", n), bool(two_factor))

@@ -11,6 +11,7 @@ Table 3 is :data:`nqf.architectures.TABLE3`.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,10 +21,10 @@ from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Input
 from ._base import Architecture
+from ._base import _normal
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
-
 
 
 def _check_sizes(**sizes) -> None:
@@ -32,35 +33,77 @@ def _check_sizes(**sizes) -> None:
             raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
 
 
-def _normal(shape):
-    return lambda key: jax.random.normal(key, shape)
-
-
 # ---------------------------------------------------------- exactly quadratic rows
-def psd_matrix_sensing(n: int) -> Architecture:
+class PSDMatrixSensing(Architecture):
+    r"""PSD matrix sensing, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3); see :func:`psd_matrix_sensing`."""
+
+    n: int = eqx.field(static=True)
+
+    name = "PSD matrix sensing"
+    describe = "neuron w_i in R^n (column of W); y = <S_a, W W^T>; A = Sym(S_a) (Table 3)"
+
+    @property
+    def p(self) -> int:
+        return self.n
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n n"]) -> Float[Array, ""]:
+        check_weights(W, self.n, "psd_matrix_sensing")
+        check_input("x", x, (self.n, self.n), "one sensing matrix S_a")
+        W = jnp.asarray(W)
+        return jnp.sum(jnp.asarray(x) * (W @ W.T))
+
+    def structure(self, x: Float[ArrayLike, "n n"]) -> Float[Array, "p p"]:
+        check_input("x", x, (self.n, self.n), "one sensing matrix S_a")
+        S = jnp.asarray(x)
+        return 0.5 * (S + S.T)
+
+    def sample_input(self, key: Array) -> Float[Array, "n n"]:
+        return _normal(key, (self.n, self.n))
+
+
+def psd_matrix_sensing(n: int) -> PSDMatrixSensing:
     r"""PSD matrix sensing / factorisation, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3).
 
     Input ``x = S_a`` $\in\mathbb R^{n\times n}$ (any square matrix), neuron $w_i\in\mathbb R^n$
     (a column of the factor $W$). Exactly quadratic, with $A_a = \mathrm{Sym}(S_a) = \tfrac12(S_a + S_a^\top)$.
     """
     _check_sizes(n=n)
+    return PSDMatrixSensing(int(n))
 
-    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n n"]) -> Float[Array, ""]:
-        check_weights(W, n, "psd_matrix_sensing")
-        check_input("x", x, (n, n), "one sensing matrix S_a")
+
+class RectangularMatrixSensing(Architecture):
+    r"""Rectangular matrix sensing, $\hat y_a = \mathrm{Tr}(U^\top S_a V)$ (Table 3); see
+    :func:`rectangular_matrix_sensing`."""
+
+    n1: int = eqx.field(static=True)
+    n2: int = eqx.field(static=True)
+
+    name = "rectangular matrix sensing"
+
+    @property
+    def p(self) -> int:
+        return self.n1 + self.n2
+
+    @property
+    def describe(self) -> str:
+        return (f"neuron w_i = [u_i ({self.n1}); v_i ({self.n2})] (columns of U, V); y = Tr(U^T S_a V); "
+                "Table 3")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n1 n2"]) -> Float[Array, ""]:
+        check_weights(W, self.p, "rectangular_matrix_sensing")
+        check_input("x", x, (self.n1, self.n2), "one sensing matrix S_a")
         W = jnp.asarray(W)
-        return jnp.sum(jnp.asarray(x) * (W @ W.T))
+        return jnp.sum(W[:self.n1] * (jnp.asarray(x) @ W[self.n1:]))
 
-    def structure(x: Float[ArrayLike, "n n"]) -> Float[Array, "p p"]:
-        check_input("x", x, (n, n), "one sensing matrix S_a")
-        S = jnp.asarray(x)
-        return 0.5 * (S + S.T)
+    def structure(self, x: Float[ArrayLike, "n1 n2"]) -> Float[Array, "p p"]:
+        check_input("x", x, (self.n1, self.n2), "one sensing matrix S_a")
+        return feedforward_structure(jnp.asarray(x))
 
-    return Architecture("PSD matrix sensing", n, apply, structure, _normal((n, n)),
-                        "neuron w_i in R^n (column of W); y = <S_a, W W^T>; A = Sym(S_a) (Table 3)")
+    def sample_input(self, key: Array) -> Float[Array, "n1 n2"]:
+        return _normal(key, (self.n1, self.n2))
 
 
-def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
+def rectangular_matrix_sensing(n1: int, n2: int) -> RectangularMatrixSensing:
     r"""Rectangular matrix sensing, $\hat y_a = \langle S_a, UV^\top\rangle = \mathrm{Tr}(U^\top S_a V)$ (Table 3).
 
     Neuron ``w = [u (n1); v (n2)]`` (column $i$ of $U$ stacked on column $i$ of $V$),
@@ -68,20 +111,7 @@ def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
     $A_a = \tfrac12\left[\begin{smallmatrix}0 & S_a\\ S_a^\top & 0\end{smallmatrix}\right]$.
     """
     _check_sizes(n1=n1, n2=n2)
-    p = n1 + n2
-
-    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n1 n2"]) -> Float[Array, ""]:
-        check_weights(W, p, "rectangular_matrix_sensing")
-        check_input("x", x, (n1, n2), "one sensing matrix S_a")
-        W = jnp.asarray(W)
-        return jnp.sum(W[:n1] * (jnp.asarray(x) @ W[n1:]))
-
-    def structure(x: Float[ArrayLike, "n1 n2"]) -> Float[Array, "p p"]:
-        check_input("x", x, (n1, n2), "one sensing matrix S_a")
-        return feedforward_structure(jnp.asarray(x))
-
-    return Architecture("rectangular matrix sensing", p, apply, structure, _normal((n1, n2)),
-                        f"neuron w_i = [u_i ({n1}); v_i ({n2})] (columns of U, V); y = Tr(U^T S_a V); Table 3")
+    return RectangularMatrixSensing(int(n1), int(n2))
 
 
 def _check_index_pair(x, n1: int, n2: int, names: str) -> Array:
@@ -96,29 +126,54 @@ def _check_index_pair(x, n1: int, n2: int, names: str) -> Array:
     return arr
 
 
-def _index_pair_model(n1: int, n2: int, name: str, names: str, describe: str) -> Architecture:
-    _check_sizes(n1=n1, n2=n2)
-    p = n1 + n2
+_INDEX_PAIR = {  # kind: (indices named, describe template)
+    "matrix_completion": ("row i, column j",
+                          "neuron = one latent factor [U[:, k] ({n1}); V[:, k] ({n2})]; x = (i, j); "
+                          "R_ij = u_i.v_j; Table 3"),
+    "word_context_embedding": ("word w, context c",
+                               "neuron = one embedding dimension [U[:, k] ({n1}); V[:, k] ({n2})]; "
+                               "x = (w, c); s_wc = u_w.v_c; Table 3"),
+}
 
-    def apply(W: Float[ArrayLike, "p d"], x: Int[ArrayLike, "2"]) -> Float[Array, ""]:
-        check_weights(W, p, name)
-        i, j = _check_index_pair(x, n1, n2, names)
+
+class IndexPairModel(Architecture):
+    r"""$\hat y_{ij} = u_i^\top v_j$ at an integer pair $x = (i, j)$: matrix completion and
+    word–context embeddings (Table 3); see :func:`matrix_completion`, :func:`word_context_embedding`."""
+
+    n1: int = eqx.field(static=True)
+    n2: int = eqx.field(static=True)
+    kind: str = eqx.field(static=True)  #: "matrix_completion" or "word_context_embedding"
+
+    @property
+    def name(self) -> str:
+        return self.kind.replace("_", " ")
+
+    @property
+    def p(self) -> int:
+        return self.n1 + self.n2
+
+    @property
+    def describe(self) -> str:
+        return _INDEX_PAIR[self.kind][1].format(n1=self.n1, n2=self.n2)
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Int[ArrayLike, "2"]) -> Float[Array, ""]:
+        check_weights(W, self.p, self.kind)
+        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind][0])
         W = jnp.asarray(W)
-        return W[i] @ W[n1 + j]
+        return W[i] @ W[self.n1 + j]
 
-    def structure(x: Int[ArrayLike, "2"]) -> Float[Array, "p p"]:
-        i, j = _check_index_pair(x, n1, n2, names)
+    def structure(self, x: Int[ArrayLike, "2"]) -> Float[Array, "p p"]:
+        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind][0])
         dtype = jnp.zeros(()).dtype  # float64 when x64 is on
-        return feedforward_structure(jnp.outer(jax.nn.one_hot(i, n1, dtype=dtype), jax.nn.one_hot(j, n2, dtype=dtype)))
+        return feedforward_structure(jnp.outer(jax.nn.one_hot(i, self.n1, dtype=dtype),
+                                               jax.nn.one_hot(j, self.n2, dtype=dtype)))
 
-    def sample_input(key) -> Int[Array, "2"]:
+    def sample_input(self, key: Array) -> Int[Array, "2"]:
         ki, kj = jax.random.split(key)
-        return jnp.stack([jax.random.randint(ki, (), 0, n1), jax.random.randint(kj, (), 0, n2)])
-
-    return Architecture(name.replace("_", " "), p, apply, structure, sample_input, describe)
+        return jnp.stack([jax.random.randint(ki, (), 0, self.n1), jax.random.randint(kj, (), 0, self.n2)])
 
 
-def matrix_completion(n_rows: int, n_cols: int) -> Architecture:
+def matrix_completion(n_rows: int, n_cols: int) -> IndexPairModel:
     r"""Matrix completion / recommender entry, $\hat R_{ij} = u_i^\top v_j$ (Table 3).
 
     $u_i$ is row $i$ of $U\in\mathbb R^{n_\text{rows}\times r}$, $v_j$ row $j$ of $V$;
@@ -126,45 +181,92 @@ def matrix_completion(n_rows: int, n_cols: int) -> Architecture:
     Input: the integer pair ``x = (i, j)``. $A_{ij} = \tfrac12\left[\begin{smallmatrix}0 & e_ie_j^\top\\
     e_je_i^\top & 0\end{smallmatrix}\right]$.
     """
-    return _index_pair_model(n_rows, n_cols, "matrix_completion", "row i, column j",
-                             f"neuron = one latent factor [U[:, k] ({n_rows}); V[:, k] ({n_cols})]; "
-                             "x = (i, j); R_ij = u_i.v_j; Table 3")
+    _check_sizes(n1=n_rows, n2=n_cols)
+    return IndexPairModel(int(n_rows), int(n_cols), "matrix_completion")
 
 
-def word_context_embedding(n_words: int, n_contexts: int) -> Architecture:
+def word_context_embedding(n_words: int, n_contexts: int) -> IndexPairModel:
     r"""Word–context embedding score, $s_{wc} = u_w^\top v_c$ (Table 3).
 
     Word vectors are the rows of $U\in\mathbb R^{n_\text{words}\times r}$, context
     vectors the rows of $V$; a neuron is one embedding dimension. Input ``x = (w, c)``.
     $A_{wc} = \tfrac12\left[\begin{smallmatrix}0 & e_we_c^\top\\ e_ce_w^\top & 0\end{smallmatrix}\right]$.
     """
-    return _index_pair_model(n_words, n_contexts, "word_context_embedding", "word w, context c",
-                             f"neuron = one embedding dimension [U[:, k] ({n_words}); V[:, k] ({n_contexts})]; "
-                             "x = (w, c); s_wc = u_w.v_c; Table 3")
+    _check_sizes(n1=n_words, n2=n_contexts)
+    return IndexPairModel(int(n_words), int(n_contexts), "word_context_embedding")
 
 
-def quadratic_network(n: int) -> Architecture:
+class QuadraticNetwork(Architecture):
+    r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$ (Table 3); see :func:`quadratic_network`."""
+
+    n: int = eqx.field(static=True)
+
+    name = "quadratic network"
+    describe = "neuron w_r in R^n; f = sum_r (w_r.x)^2; A = x x^T (Table 3)"
+
+    @property
+    def p(self) -> int:
+        return self.n
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+        check_weights(W, self.n, "quadratic_network")
+        check_input("x", x, (self.n,), "one input vector")
+        return jnp.sum((jnp.asarray(W).T @ x) ** 2)
+
+    def structure(self, x: Float[ArrayLike, " n"]) -> Float[Array, "p p"]:
+        check_input("x", x, (self.n,), "one input vector")
+        return jnp.outer(x, x)
+
+    def sample_input(self, key: Array) -> Float[Array, " n"]:
+        return _normal(key, (self.n,))
+
+
+def quadratic_network(n: int) -> QuadraticNetwork:
     r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$, $A_x = xx^\top$ (Table 3).
 
     The same function as :func:`nqf.architectures.phase_retrieval`, read as a network
     with quadratic activation and unit readout rather than as a measurement.
     """
     _check_sizes(n=n)
-
-    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
-        check_weights(W, n, "quadratic_network")
-        check_input("x", x, (n,), "one input vector")
-        return jnp.sum((jnp.asarray(W).T @ x) ** 2)
-
-    def structure(x: Float[ArrayLike, " n"]) -> Float[Array, "p p"]:
-        check_input("x", x, (n,), "one input vector")
-        return jnp.outer(x, x)
-
-    return Architecture("quadratic network", n, apply, structure, _normal((n,)),
-                        "neuron w_r in R^n; f = sum_r (w_r.x)^2; A = x x^T (Table 3)")
+    return QuadraticNetwork(int(n))
 
 
-def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Architecture:
+class BilinearSequenceRegression(Architecture):
+    r"""Bilinear sequence regression $f = x_s^\top UV^\top x_t$ (Table 3); see :func:`bilinear_sequence_regression`."""
+
+    D: int = eqx.field(static=True)
+    L: int = eqx.field(static=True)
+    s: int = eqx.field(static=True, default=0)
+    t: int = eqx.field(static=True, default=1)
+
+    name = "bilinear sequence regression"
+
+    @property
+    def p(self) -> int:
+        return 2 * self.D
+
+    @property
+    def describe(self) -> str:
+        return (f"neuron w_i = [u_i ({self.D}); v_i ({self.D})] (columns of U, V); f = x_s^T U V^T x_t, "
+                f"(s, t) = ({self.s}, {self.t}); Table 3")
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "D L"]) -> Float[Array, ""]:
+        D = self.D
+        check_weights(W, self.p, "bilinear_sequence_regression")
+        check_input("x", x, (D, self.L), "one token sequence X")
+        W, X = jnp.asarray(W), jnp.asarray(x)
+        return (X[:, self.s] @ W[:D]) @ (W[D:].T @ X[:, self.t])
+
+    def structure(self, x: Float[ArrayLike, "D L"]) -> Float[Array, "p p"]:
+        check_input("x", x, (self.D, self.L), "one token sequence X")
+        X = jnp.asarray(x)
+        return feedforward_structure(jnp.outer(X[:, self.s], X[:, self.t]))
+
+    def sample_input(self, key: Array) -> Float[Array, "D L"]:
+        return _normal(key, (self.D, self.L))
+
+
+def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> BilinearSequenceRegression:
     r"""Bilinear sequence regression, $f = x_s^\top B x_t$ with $B = UV^\top$ (Table 3).
 
     Input: a sequence $X\in\mathbb R^{D\times L}$ of $L$ tokens; the output couples
@@ -176,25 +278,53 @@ def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Arch
     for name, pos in (("s", s), ("t", t)):
         if not isinstance(pos, (int, np.integer)) or not 0 <= pos < L:
             raise ValueError(f"`{name}` must be a token position in [0, {L}); got {pos!r}.")
-    p = 2 * D
-
-    def apply(W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "D L"]) -> Float[Array, ""]:
-        check_weights(W, p, "bilinear_sequence_regression")
-        check_input("x", x, (D, L), "one token sequence X")
-        W, X = jnp.asarray(W), jnp.asarray(x)
-        return (X[:, s] @ W[:D]) @ (W[D:].T @ X[:, t])
-
-    def structure(x: Float[ArrayLike, "D L"]) -> Float[Array, "p p"]:
-        check_input("x", x, (D, L), "one token sequence X")
-        X = jnp.asarray(x)
-        return feedforward_structure(jnp.outer(X[:, s], X[:, t]))
-
-    return Architecture("bilinear sequence regression", p, apply, structure, _normal((D, L)),
-                        f"neuron w_i = [u_i ({D}); v_i ({D})] (columns of U, V); f = x_s^T U V^T x_t, "
-                        f"(s, t) = ({s}, {t}); Table 3")
+    return BilinearSequenceRegression(int(D), int(L), int(s), int(t))
 
 
-def linear_ssl_augmentation(n: int) -> Architecture:
+class LinearSSLAugmentation(Architecture):
+    r"""Linear SSL augmentation term $\lVert W\Delta\rVert^2$ (Table 3); see :func:`linear_ssl_augmentation`."""
+
+    n: int = eqx.field(static=True)
+
+    name = "linear SSL augmentation"
+
+    @property
+    def p(self) -> int:
+        return self.n
+
+    @property
+    def describe(self) -> str:
+        return (f"neuron = row of the paper's encoder W (d x {self.n}): neurons are ROWS, M = W^T W; "
+                "nqf W = W_paper.T; x = (x, chi); A = Delta Delta^T (Table 3)")
+
+    def _delta(self, x) -> Array:
+        n = self.n
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError(f"`x` must be a pair (x, chi) of two views of shape ({n},); got {type(x).__name__}.")
+        check_input("x[0] (sample x)", x[0], (n,), "one sample")
+        check_input("x[1] (augmentation chi)", x[1], (n,), "its augmented view")
+        return jnp.asarray(x[0]) - jnp.asarray(x[1])
+
+    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, ""]:
+        n = self.n
+        shape = tuple(np.shape(W))
+        if len(shape) != 2 or shape[0] != n or shape[1] < 1:
+            raise ValueError(
+                f"`W` must have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron. "
+                f"The paper's encoder W (d x {n}) has neurons as ROWS; pass W.T (to_nqf_weights). Got shape {shape}.")
+        return jnp.sum((jnp.asarray(W).T @ self._delta(x)) ** 2)
+
+    def structure(self, x: Input) -> Float[Array, "p p"]:
+        delta = self._delta(x)
+        return jnp.outer(delta, delta)
+
+    def sample_input(self, key: Array) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        k1, k2 = jax.random.split(key)
+        base = jax.random.normal(k1, (self.n,))
+        return base, base + 0.5 * jax.random.normal(k2, (self.n,))
+
+
+def linear_ssl_augmentation(n: int) -> LinearSSLAugmentation:
     r"""Linear SSL augmentation term $\lVert W\Delta\rVert^2 = \mathrm{Tr}(W^\top W\Delta\Delta^\top)$ (Table 3).
 
     The paper's encoder $W\in\mathbb R^{d\times n}$ has one neuron per **row**, so its
@@ -203,31 +333,4 @@ def linear_ssl_augmentation(n: int) -> Architecture:
     $A_\Delta = \Delta\Delta^\top$, $\Delta = x - \chi$.
     """
     _check_sizes(n=n)
-
-    def _delta(x) -> Array:
-        if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise ValueError(f"`x` must be a pair (x, chi) of two views of shape ({n},); got {type(x).__name__}.")
-        check_input("x[0] (sample x)", x[0], (n,), "one sample")
-        check_input("x[1] (augmentation chi)", x[1], (n,), "its augmented view")
-        return jnp.asarray(x[0]) - jnp.asarray(x[1])
-
-    def apply(W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, ""]:
-        shape = tuple(np.shape(W))
-        if len(shape) != 2 or shape[0] != n or shape[1] < 1:
-            raise ValueError(
-                f"`W` must have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron. "
-                f"The paper's encoder W (d x {n}) has neurons as ROWS; pass W.T (to_nqf_weights). Got shape {shape}.")
-        return jnp.sum((jnp.asarray(W).T @ _delta(x)) ** 2)
-
-    def structure(x: Input) -> Float[Array, "p p"]:
-        delta = _delta(x)
-        return jnp.outer(delta, delta)
-
-    def sample_input(key):
-        k1, k2 = jax.random.split(key)
-        base = jax.random.normal(k1, (n,))
-        return base, base + 0.5 * jax.random.normal(k2, (n,))
-
-    return Architecture("linear SSL augmentation", n, apply, structure, sample_input,
-                        f"neuron = row of the paper's encoder W (d x {n}): neurons are ROWS, M = W^T W; "
-                        "nqf W = W_paper.T; x = (x, chi); A = Delta Delta^T (Table 3)")
+    return LinearSSLAugmentation(int(n))

@@ -46,18 +46,6 @@ import functools
 
 
 
-def table1_architectures() -> list[Architecture]:
-    """The six architectures of Table 1 at small sizes (data version of Fig. 1)."""
-    return [
-        two_layer_mlp(4),
-        cnn(4, 5, 2, 3),
-        multihead_attention(D=3, N=4, d_k=2, d_v=2),
-        mixture_of_experts(3),
-        phase_retrieval(4),
-        diagonal_linear_network(4),
-    ]
-
-
 def to_nqf_weights(W_paper: Float[ArrayLike, "a b"], neurons: str) -> Float[Array, "p d"]:
     """Convert a paper-convention weight matrix to nqf's (neurons as columns).
 
@@ -89,6 +77,7 @@ class Table3Row(NamedTuple):
         groups: sizes of a neuron's parameter groups (for heat maps), or ``None``.
         split: $n_1$ of the feed-forward form (Eq. 17) ``A = ½[[0, C], [Cᵀ, 0]]``, or ``None``.
         exact: the module is exactly quadratic in $W$ (remainder zero).
+        table1: position of the row in Table 1 (0-based), or ``None`` if Table 1 does not list it.
     """
 
     key: str
@@ -102,13 +91,14 @@ class Table3Row(NamedTuple):
     groups: tuple[int, ...] | None
     split: int | None
     exact: bool
+    table1: int | None = None
 
 
 _P = functools.partial
 _FF = r"\tfrac12\begin{bmatrix}0 & %s\\ %s & 0\end{bmatrix}"
 _SOFTMAX = r"\mathrm{softmax}\big(X^\top %s x/\sqrt{d_k}\big)"
 
-TABLE3: tuple[Table3Row, ...] = (
+REGISTRY: tuple[Table3Row, ...] = (
     Table3Row("psd_sensing", "PSD matrix sensing / PSD factorisation", "PSD sensing",
               r"\hat y_a = \langle S_a, W W^\top\rangle", r"A_a = \mathrm{Sym}(S_a)",
               "Table 3", "columns", _P(psd_matrix_sensing, 4), None, None, True),
@@ -128,29 +118,29 @@ TABLE3: tuple[Table3Row, ...] = (
               "Table 3", "columns", _P(quadratic_network, 4), None, None, True),
     Table3Row("phase", "Phase retrieval", "phase retrieval",
               r"\hat y_a = a^\top W W^\top a", r"A_a = a a^\top",
-              "Tables 1, 3", "columns", _P(phase_retrieval, 4), None, None, True),
+              "Tables 1, 3", "columns", _P(phase_retrieval, 4), None, None, True, table1=4),
     Table3Row("dln_square", "Diagonal linear network, square parametrisation", "DLN, square",
               r"f_x(u) = \sum_k x_k u_k^2/4", r"A_x = \tfrac14\mathrm{Diag}(x)",
-              "Tables 1, 3", "columns", _P(diagonal_linear_network, 4), None, None, True),
+              "Tables 1, 3", "columns", _P(diagonal_linear_network, 4), None, None, True, table1=5),
     Table3Row("dln_two_factor", "Diagonal linear network, two-factor signed form", "DLN, two-factor",
               r"f_x(u, v) = u^\top\mathrm{Diag}(x)\,v", _FF % (r"\mathrm{Diag}(x)", r"\mathrm{Diag}(x)"),
               "Table 3", "columns", _P(diagonal_linear_network, 3, two_factor=True), (3, 3), 3, True),
     Table3Row("mlp", "Two-layer MLP", "two-layer MLP", r"f_x(W) = \sum_i v_i\,\phi(u_i^\top x)",
               r"\frac{\phi'(0)}{2}\begin{bmatrix}0_{k\times k} & x\\ x^\top & 0\end{bmatrix}",
-              "Prop. 1, Eq. (6)", "columns", _P(two_layer_mlp, 4), (4, 1), 4, False),
+              "Prop. 1, Eq. (6)", "columns", _P(two_layer_mlp, 4), (4, 1), 4, False, table1=0),
     Table3Row("cnn", "Single-layer CNN (global sum pooling)", "CNN",
               r"f_x(W) = \sum_i v_i \sum_{p=1}^P \phi(k_i^\top x_p)",
               r"\frac{\phi'(0)}{2}\begin{bmatrix}0_{m\times m} & \sum_p x_p\\ \sum_p x_p^\top & 0\end{bmatrix}",
-              "Prop. 6, Eq. (16)", "columns", _P(cnn, 4, 5, 2, 3), (6, 1), 6, False),
+              "Prop. 6, Eq. (16)", "columns", _P(cnn, 4, 5, 2, 3), (6, 1), 6, False, table1=1),
     Table3Row("moe", "Mixture of experts (independent gating)", "mixture of experts",
               r"f_x(W) = \sum_i \psi(r_i^\top x)\,E(x;\Theta_i)",
               r"\frac{\psi'(0)}{2}\begin{bmatrix}0 & x G^\top\\ G x^\top & 0\end{bmatrix},\ G = \nabla_\Theta E(x;0)",
-              "Prop. 5, Eq. (14)", "columns", _P(mixture_of_experts, 3), (3, 3), 3, False),
+              "Prop. 5, Eq. (14)", "columns", _P(mixture_of_experts, 3), (3, 3), 3, False, table1=3),
     Table3Row("mha", "Multi-head attention", "multi-head attention",
               r"f_x(W) = \sum_i v_i^\top W_i^V X\," + _SOFTMAX % r"W_i^{K\top} W_i^Q",
               r"\tfrac12\begin{bmatrix}0 & 0 & 0 & 0\\ 0 & 0 & 0 & 0\\ 0 & 0 & 0 & x_{avg}\otimes I_{d_v}"
               r"\\ 0 & 0 & x_{avg}^\top\otimes I_{d_v} & 0\end{bmatrix}",
-              "Prop. 2, Eq. (8)", "columns", _P(multihead_attention, 3, 4, 2, 2), (6, 6, 6, 2), 18, False),
+              "Prop. 2, Eq. (8)", "columns", _P(multihead_attention, 3, 4, 2, 2), (6, 6, 6, 2), 18, False, table1=2),
     Table3Row("qk_only", "Query–key-only attention", "QK-only attention",
               r"f_x(W) = \sum_i c^\top X\," + _SOFTMAX % r"W_i^{K\top} W_i^Q",
               r"\frac{1}{2\sqrt{d_k}}\begin{bmatrix}0 & x u^\top\otimes I_{d_k}\\ u x^\top\otimes I_{d_k} & 0"
@@ -173,3 +163,14 @@ TABLE3: tuple[Table3Row, ...] = (
               r"A_\Delta = \Delta\Delta^\top,\ \Delta = x - \chi", "Table 3", "rows",
               _P(linear_ssl_augmentation, 4), None, None, True),
 )
+
+#: Table 3 as Chapter 2 renders it: every row of :data:`REGISTRY` (the 16 printed rows and Prop. 4).
+TABLE3: tuple[Table3Row, ...] = REGISTRY
+
+#: The six rows of Table 1, in the paper's order (a view of :data:`REGISTRY`).
+TABLE1: tuple[Table3Row, ...] = tuple(sorted((r for r in REGISTRY if r.table1 is not None), key=lambda r: r.table1))
+
+
+def table1_architectures() -> list[Architecture]:
+    """The six architectures of Table 1 at small sizes (data version of Fig. 1), built from :data:`TABLE1`."""
+    return [row.build() for row in TABLE1]

@@ -1,0 +1,313 @@
+r"""Deep modules as stacks of NQF layers (App. B.4, Def. 2; Fig. 8).
+
+A deep module is cut into $L$ *blocks*, each a sum over interchangeable neurons with
+its own weights $W^{(l)} \in \mathbb R^{p_l\times d_l}$ (neurons are columns). Block
+$l$ maps the previous representation $h^{(l-1)}$ ($h^{(0)} = x$) to $h^{(l)}$, and
+Theorem 1 applied block by block gives the **deep NQF** of Def. 2 (Eq. 219),
+
+$$ h^{(l)}_k = \mathrm{Tr}\big[M^{(l)} A^{(l)}_k(h^{(l-1)})\big], \qquad M^{(l)} = W^{(l)}W^{(l)\top}, $$
+
+(both modules here satisfy ZGZ, so $C_k = 0$, $g_k = 0$, $B_k = 0$). A
+:class:`DeepArchitecture` bundles the module with, for each block, its closed form
+``forms[l](M, mu, h_prev)`` (Def. 2, computed from the order parameters alone,
+without building the $A$'s) and the dense stack ``structures[l](h_prev)`` of
+$A^{(l)}_k$ (for tests and pictures), plus the 1-layer NQF of Fig. 8: one NQF
+layer on the raw input whose weights are read off the deep module's weights so that
+it equals the linearisation of the deep NQF at step 0.
+
+* :func:`deep_mlp` — the 4-layer MLP $k\to n_1\to n_2\to n_3\to 1$ of Fig. 8 as two
+  two-layer blocks (Prop. 1 with vector output, App. B.2, then Prop. 1).
+* :func:`deep_attention` — two single-head attention layers of Fig. 8 (Prop. 2
+  for each layer: only value and readout enter at second order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from .._types import ArrayLike
+from ._attention import multihead_attention
+from ._base import Architecture
+from ._base import _normal
+from ._base import _zero_slope
+from ._base import check_activation
+from ._base import check_input
+from ._base import check_weights
+from ._base import feedforward_structure
+from ._modules import two_layer_mlp
+
+
+def _check_deep_weights(Ws, ps: tuple[int, ...], name: str) -> None:
+    if not isinstance(Ws, (tuple, list)) or len(Ws) != len(ps):
+        got = f" of length {len(Ws)}" if isinstance(Ws, (tuple, list)) else ""
+        raise ValueError(
+            f"`Ws` must be a tuple of {len(ps)} weight matrices (one per block) for {name}; got "
+            f"{type(Ws).__name__}{got}."
+        )
+    for l, (W, p) in enumerate(zip(Ws, ps)):
+        check_weights(W, p, f"{name}, block {l + 1}")
+
+
+class DeepArchitecture(eqx.Module):
+    """A deep module, its per-block NQF forms (Def. 2) and its 1-layer NQF (Fig. 8).
+
+    An ``equinox.Module`` with static fields, hashable by value (so are its bound
+    methods: ``forms`` can be a static argument of a compiled function).
+
+    Interface:
+        name: short name for labels.
+        ps: parameters per neuron of each block, ``(p_1, ..., p_L)``.
+        widths: the default number of neurons of each block, ``(d_1, ..., d_L)``.
+        apply: ``apply(Ws, x)`` with ``Ws`` a tuple of ``(p_l, d_l)`` arrays; a scalar.
+        forms: one ``form(M, mu, h_prev)`` per block, $h^{(l)}$ of Eq. (219) from the
+            order parameters of that block and the previous representation ($h^{(0)} = x$).
+        structures: one ``structure(h_prev)`` per block, the stack $A^{(l)}_k$ of shape
+            ``h_l.shape + (p_l, p_l)``.
+        sample_input: ``sample_input(key)`` draws one random input.
+        one_layer: the 1-layer NQF of Fig. 8 (an :class:`Architecture` on the raw input).
+        collapse: ``collapse(Ws)``, the 1-layer NQF's weights matched at step 0.
+        describe: the block packing and the paper's reference.
+    """
+
+    @property
+    def forms(self) -> tuple[Callable, ...]:
+        return (self.form1, self.form2)
+
+    @property
+    def structures(self) -> tuple[Callable, ...]:
+        return (self.structure1, self.structure2)
+
+
+class DeepMLP(DeepArchitecture):
+    r"""The bias-free 4-layer MLP of Fig. 8 as two NQF blocks; see :func:`deep_mlp`."""
+
+    k: int = eqx.field(static=True)
+    hidden: tuple[int, int, int] = eqx.field(static=True)
+    activation: Callable = eqx.field(static=True)
+
+    name = "4-layer MLP"
+
+    @property
+    def ps(self) -> tuple[int, int]:
+        return (self.k + self.hidden[1], self.hidden[1] + 1)
+
+    @property
+    def widths(self) -> tuple[int, int]:
+        return (self.hidden[0], self.hidden[2])
+
+    @property
+    def describe(self) -> str:
+        k, (n1, n2, n3) = self.k, self.hidden
+        return (f"{k}->{n1}->{n2}->{n3}->1 bias-free MLP; block 1 neuron [W1 row ({k}); W2 column ({n2})], "
+                f"block 2 neuron [W3 row ({n2}); w4 entry]; Prop. 1 per block, Def. 2")
+
+    @property
+    def one_layer(self) -> Architecture:
+        return two_layer_mlp(self.k, self.activation, check_smooth=False)
+
+    def apply(self, Ws, x: Float[ArrayLike, " k"]) -> Float[Array, ""]:
+        k, n2, phi = self.k, self.hidden[1], self.activation
+        _check_deep_weights(Ws, self.ps, "deep_mlp")
+        check_input("x", x, (k,), "one input vector")
+        W1, W2 = Ws
+        h1 = W1[k:] @ phi(W1[:k].T @ x)
+        return W2[n2] @ phi(W2[:n2].T @ phi(h1))
+
+    def form1(self, M, mu, x):
+        return _zero_slope(self.activation, x) * (M[:self.k, self.k:].T @ x)
+
+    def form2(self, M, mu, h1):
+        n2 = self.hidden[1]
+        return _zero_slope(self.activation, h1) * (M[:n2, n2] @ self.activation(h1))
+
+    def structure1(self, x):
+        x = jnp.asarray(x)
+        C = jnp.einsum("i,aj->aij", x, jnp.eye(self.hidden[1], dtype=x.dtype))
+        return feedforward_structure(_zero_slope(self.activation, x) * C)
+
+    def structure2(self, h1):
+        h1 = jnp.asarray(h1)
+        return feedforward_structure(_zero_slope(self.activation, h1) * self.activation(h1)[:, None])
+
+    def collapse(self, Ws):
+        k, n2 = self.k, self.hidden[1]
+        _check_deep_weights(Ws, self.ps, "deep_mlp")
+        W1, W2 = (jnp.asarray(W) for W in Ws)
+        s = _zero_slope(self.activation, W1)
+        v = s**2 * (W1[k:].T @ (W2[:n2] @ W2[n2]))
+        return jnp.concatenate([W1[:k], v[None]], axis=0)
+
+    def sample_input(self, key):
+        return _normal(key, (self.k,))
+
+
+def deep_mlp(k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation: Callable = jnp.tanh,
+             *, check_smooth: bool = True) -> DeepMLP:
+    r"""The bias-free 4-layer MLP $f(x) = w_4^\top\phi(W_3\,\phi(W_2\,\phi(W_1x)))$ of Fig. 8 as two NQF blocks.
+
+    Sizes $k\to n_1\to n_2\to n_3\to1$ (Fig. 8: $8\to16\to16\to16\to1$). Block 1 is the
+    two-layer MLP $h^{(1)} = W_2\phi(W_1x) \in\mathbb R^{n_2}$ whose neurons are the
+    $n_1$ units of the first hidden layer, $w^{(1)}_i = [W_1[i,:];\ W_2[:,i]]$
+    ($p_1 = k + n_2$); block 2 is the two-layer MLP $f = w_4^\top\phi(W_3 z)$ on
+    $z = \phi(h^{(1)})$, neurons the $n_3$ units of the third hidden layer,
+    $w^{(2)}_j = [W_3[j,:];\ w_4[j]]$ ($p_2 = n_2 + 1$). By Prop. 1 (Eq. 6, vector
+    output for block 1, App. B.2)
+
+    $$ A^{(1)}_a(x) = \tfrac{\phi'(0)}2\begin{bmatrix}0 & x e_a^\top\\ e_a x^\top & 0\end{bmatrix},\qquad
+       A^{(2)}(h^{(1)}) = \tfrac{\phi'(0)}2\begin{bmatrix}0 & \phi(h^{(1)})\\ \phi(h^{(1)})^\top & 0\end{bmatrix}, $$
+
+    so the 2-layer NQF is $f = \phi'(0)^2\, w_4^\top W_3\,\phi(\phi'(0) W_2W_1x)$ read from
+    $(M^{(1)}, M^{(2)})$. The 1-layer NQF is the two-layer MLP NQF on $x$ (Prop. 1) with
+    neurons $[W_1[i,:];\ v_i]$, $v = \phi'(0)^2 W_2^\top W_3^\top w_4$: at step 0 it equals the
+    deep NQF with the middle $\phi$ replaced by its slope, $\phi'(0)^3 w_4^\top W_3W_2W_1x$.
+    """
+    hidden = tuple(int(h) for h in hidden)
+    if len(hidden) != 3 or min((int(k),) + hidden) < 1:
+        raise ValueError(f"`k` and the three `hidden` sizes must be positive; got k={k}, hidden={hidden}.")
+    if check_smooth:
+        check_activation(activation)
+    return DeepMLP(int(k), hidden, activation)
+
+
+def _mha_readout_form(M, xbar, D: int, d_k: int, d_v: int, o: int):
+    r"""$\mathrm{Tr}[M A(x)]$ for :func:`multihead_attention` (Eq. 8) from the value/readout block of $M$:
+    $\sum_{b,c} M_{(V_{bc}),(R_{ba})}\,\bar x_c$ for each output $a$; shape ``(o,)``."""
+    s, sv = d_k * D, d_v * D
+    block = M[2 * s:2 * s + sv, 2 * s + sv:2 * s + sv + d_v * o].reshape(D, d_v, o, d_v)
+    return xbar @ jnp.trace(block, axis1=1, axis2=3)
+
+
+class MeanQueryAttention(Architecture):
+    r"""Multi-head attention (Prop. 2, value dimension $D$) on a sequence $X$ alone, queried by its
+    mean token: $f(X) = $ :func:`multihead_attention` at $(\bar x, X)$. The 1-layer NQF of Fig. 8."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+
+    name = "mean-query attention"
+
+    @property
+    def _mha(self):
+        return multihead_attention(self.D, self.N, self.d_k, self.D)
+
+    @property
+    def p(self) -> int:
+        return self._mha.p
+
+    @property
+    def describe(self) -> str:
+        return self._mha.describe.replace("x = (q, X)", "x = X, query = mean token")
+
+    def apply(self, W, x):
+        check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
+        X = jnp.asarray(x)
+        return self._mha.apply(W, (X.mean(axis=1), X))
+
+    def structure(self, x):
+        X = jnp.asarray(x)
+        return self._mha.structure((X.mean(axis=1), X))
+
+    def sample_input(self, key):
+        return _normal(key, (self.D, self.N))
+
+
+class DeepAttention(DeepArchitecture):
+    r"""Two single-head attention layers with a scalar readout (Fig. 8); see :func:`deep_attention`."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+
+    name = "2-layer attention"
+    widths = (1, 1)
+
+    @property
+    def _mha1(self):
+        return multihead_attention(self.D, self.N, self.d_k, self.D, outputs=self.D)
+
+    @property
+    def _mha2(self):
+        return multihead_attention(self.D, self.N, self.d_k, self.D)
+
+    @property
+    def ps(self) -> tuple[int, int]:
+        return (self._mha1.p, self._mha2.p)
+
+    @property
+    def describe(self) -> str:
+        D, N = self.D, self.N
+        return (f"X in R^({D}x{N}); layer 1 self-attention head [Q, K, V ({D}x{D}), R ({D}x{D})], "
+                f"layer 2 mean-token query head [Q, K, V, r]; Prop. 2 per layer, Def. 2")
+
+    @property
+    def one_layer(self) -> Architecture:
+        return MeanQueryAttention(self.D, self.N, self.d_k)
+
+    def layer1(self, W1, X):
+        """Layer 1 of the module: token ``j`` of $H^{(1)}$ is the head sum at query $X_{:,j}$; shape ``(D, N)``."""
+        mha1 = self._mha1
+        return jax.vmap(lambda q: mha1.apply(W1, (q, X)), in_axes=1, out_axes=1)(X)
+
+    def apply(self, Ws, x: Float[ArrayLike, "D N"]) -> Float[Array, ""]:
+        _check_deep_weights(Ws, self.ps, "deep_attention")
+        check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
+        H1 = self.layer1(Ws[0], jnp.asarray(x))
+        return self._mha2.apply(Ws[1], (H1.mean(axis=1), H1))
+
+    def form1(self, M, mu, X):
+        h = _mha_readout_form(M, X.mean(axis=1), self.D, self.d_k, self.D, self.D)
+        return jnp.broadcast_to(h[:, None], (self.D, self.N))  # every token carries R^T V x_avg at this order
+
+    def form2(self, M, mu, H1):
+        return _mha_readout_form(M, H1.mean(axis=1), self.D, self.d_k, self.D, 1)[0]
+
+    def structure1(self, X):
+        X = jnp.asarray(X)
+        mha1 = self._mha1
+        return jax.vmap(lambda q: mha1.structure((q, X)), in_axes=1, out_axes=1)(X)  # (D, N, p, p)
+
+    def structure2(self, H1):
+        H1 = jnp.asarray(H1)
+        return self._mha2.structure((H1.mean(axis=1), H1))
+
+    def collapse(self, Ws):
+        D, s, sv = self.D, self.d_k * self.D, self.D * self.D
+        _check_deep_weights(Ws, self.ps, "deep_attention")
+        W1, W2 = (jnp.asarray(W) for W in Ws)
+        # value maps of layer 2 (column-major vec) and readouts: u = sum_i V2_i^T r_i
+        V2 = jnp.reshape(W2[2 * s:2 * s + sv].T, (-1, D, D)).transpose(0, 2, 1)  # (d2, D, D)
+        u = jnp.einsum("iab,ia->b", V2, W2[2 * s + sv:].T)
+        R1 = jnp.reshape(W1[2 * s + sv:].T, (-1, D, D)).transpose(0, 2, 1)  # (d1, d_v, o)
+        r = jnp.einsum("jba,a->jb", R1, u)  # (d1, d_v)
+        return jnp.concatenate([W1[:2 * s + sv], r.T], axis=0)
+
+    def sample_input(self, key):
+        return _normal(key, (self.D, self.N))
+
+
+def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepAttention:
+    r"""Two single-head attention layers with a scalar readout (Fig. 8), as two NQF blocks.
+
+    Input $X\in\mathbb R^{D\times N}$ ($N$ tokens of dimension $D$; Fig. 8: $D = d_k = 8$,
+    $N = 10$). Layer 1 is self-attention with an output projection: token $j$ of
+    $H^{(1)} \in\mathbb R^{D\times N}$ is :func:`multihead_attention` ``(D, N, d_k, d_v=D, outputs=D)``
+    at $(X_{:,j}, X)$, i.e. $\sum_i R_i^\top W^V_i X\,\mathrm{softmax}(X^\top W^{K\top}_i W^Q_i X_{:,j}/\sqrt{d_k})$
+    (neuron = head, $p_1 = 2d_kD + 2D^2$). Layer 2 pools with the mean token as query:
+    $f = $ :func:`multihead_attention` ``(D, N, d_k, d_v=D)`` at $(\bar h^{(1)}, H^{(1)})$
+    ($p_2 = 2d_kD + D^2 + D$). One head per layer by default (``widths = (1, 1)``).
+
+    Prop. 2 (Eq. 8) per layer: only the value/readout blocks enter, with $x_{avg}$, so
+    the 2-layer NQF is $f = \sum r^\top W^V_2\, \big(\sum R^\top W^V_1\bar x\big)$, a
+    four-factor product on $\bar x = \frac1N X1_N$, read from $(M^{(1)}, M^{(2)})$.
+    The 1-layer NQF is :class:`MeanQueryAttention` on $X$ with the layer-1 heads as neurons
+    and readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$, equal to the 2-layer NQF at step 0.
+    """
+    for name, v in (("D", D), ("N", N), ("d_k", d_k)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+    return DeepAttention(int(D), int(N), int(d_k))

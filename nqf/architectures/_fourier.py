@@ -1,0 +1,208 @@
+r"""The Fourier MLP of Sec. 7 (Eq. 50, Fig. 5) and its structure matrix (Eq. 296).
+
+$$ f(x) = \frac{1}{\sqrt P}\sum_{k=1}^P W_k\tanh\big(s_ka_k\psi_k(x)\big),\qquad
+   \psi_k(x) = \sqrt2\cos(2\pi kx),\quad s_k = k^{-\theta}, $$
+
+with trainable $w_k = (a_k, W_k)$. Packed as one neuron of $p = 2P$ parameters
+$(a_1, W_1, a_2, W_2, \dots)$ (``d`` copies of it are summed, so the module is permutation
+symmetric), Theorem 1 gives the block-diagonal (Eq. 296)
+
+$$ A(x) = \bigoplus_k \frac{s_k}{2\sqrt P}\begin{pmatrix}0 & \psi_k(x)\\ \psi_k(x) & 0\end{pmatrix}. $$
+
+``normalise=False`` drops the $1/\sqrt P$ of Eq. (50) (the reading under which Fig. 5 shows a
+power law; erratum 9 of the book). A plain tanh MLP on the raw input, the baseline of Fig. 5, is
+:func:`raw_tanh_mlp`.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._checks import check_ndim
+from .._types import ArrayLike
+from ._base import Architecture
+
+
+def fourier_features(x: Float[ArrayLike, "*n"], P: int) -> Float[Array, "*n P"]:
+    r"""Orthonormal Fourier features $\psi_k(x) = \sqrt2\cos(2\pi kx)$, $k = 1..P$ (Sec. 7). On a uniform
+    grid of $M > 2P$ points, $\frac1M\sum_\mu\psi_k(x_\mu)\psi_j(x_\mu) = \delta_{kj}$."""
+    if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
+        raise ValueError(f"`P` must be a positive integer (number of Fourier units); got {P!r}.")
+    k = jnp.arange(1, P + 1, dtype=float)
+    return jnp.sqrt(2.0) * jnp.cos(2 * jnp.pi * k * jnp.asarray(x, dtype=float)[..., None])
+
+
+def fourier_scales(P: int, theta: float) -> Float[Array, " P"]:
+    r"""Per-unit scales $s_k = k^{-\theta}$ (Sec. 7)."""
+    if not np.isfinite(theta):
+        raise ValueError(f"`theta` must be finite; got {theta!r}.")
+    return jnp.arange(1, P + 1, dtype=float) ** (-float(theta))
+
+
+class FourierMLP(Architecture):
+    r"""The Fourier MLP of Eq. (50) as a module of interchangeable neurons (``W`` of shape ``(2P, d)``,
+    rows $(a_1, W_1, a_2, W_2, \dots)$; the paper's model is ``d = 1``)."""
+
+    P: int = eqx.field(static=True)
+    theta: float = eqx.field(static=True)
+    normalise: bool = eqx.field(static=True, default=True)
+
+    @property
+    def name(self) -> str:
+        return f"Fourier MLP (P={self.P}, theta={self.theta:g})"
+
+    @property
+    def p(self) -> int:
+        return 2 * self.P
+
+    @property
+    def describe(self) -> str:
+        norm = "1/sqrt(P) * " if self.normalise else ""
+        return (f"f(x) = {norm}sum_k W_k tanh(s_k a_k psi_k(x)), s_k = k^-{self.theta:g}; neuron rows "
+                "(a_1, W_1, a_2, W_2, ...); A(x) of Eq. (296)")
+
+    @property
+    def coupling(self) -> Float[Array, " P"]:
+        r"""$c_k = s_k/\sqrt P$ (or $s_k$ without the normalisation): $f\approx\sum_kc_ka_kW_k\psi_k(x)$."""
+        s = fourier_scales(self.P, self.theta)
+        return s / jnp.sqrt(self.P) if self.normalise else s
+
+    def _check(self, W):
+        W = jnp.asarray(W, dtype=float)
+        if W.ndim != 2 or W.shape[0] != 2 * self.P:
+            raise ValueError(f"`W` must have shape ({2 * self.P}, d) (rows a_1, W_1, a_2, W_2, ...); got {W.shape}.")
+        return W
+
+    def apply(self, W: Float[ArrayLike, "p d"], x) -> Float[Array, ""]:
+        """Eq. (50), summed over the ``d`` neurons (columns of ``W``)."""
+        W = self._check(W)
+        a, v = W[0::2], W[1::2]
+        s = fourier_scales(self.P, self.theta)
+        psi = fourier_features(x, self.P)
+        pre = 1.0 / jnp.sqrt(self.P) if self.normalise else 1.0
+        return pre * jnp.sum(v * jnp.tanh(s[:, None] * a * psi[:, None]))
+
+    def apply_nqf(self, W: Float[ArrayLike, "p d"], x) -> Float[Array, ""]:
+        r"""The NQF of the module, $\mathrm{Tr}[WW^\top A(x)] = \sum_kc_ka_kW_k\psi_k(x)$ (Prop. 1)."""
+        W = self._check(W)
+        return jnp.sum(self.coupling[:, None] * W[0::2] * W[1::2] * fourier_features(x, self.P)[:, None])
+
+    def structure(self, x) -> Float[Array, "p p"]:
+        """Eq. (296): block-diagonal, block k = c_k psi_k(x)/2 [[0, 1], [1, 0]]."""
+        blocks = 0.5 * self.coupling * fourier_features(x, self.P)
+        off = jnp.zeros(2 * self.P - 1).at[0::2].set(blocks)
+        return jnp.diag(off, 1) + jnp.diag(off, -1)
+
+    def sample_input(self, key: Array):
+        return jax.random.uniform(key, ())
+
+
+def fourier_mlp(P: int, theta: float, *, normalise: bool = True) -> FourierMLP:
+    """The Fourier MLP of Eq. (50) (Fig. 5) with ``P`` units and scales ``s_k = k^-theta``."""
+    if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
+        raise ValueError(f"`P` must be a positive integer; got {P!r}.")
+    if not np.isfinite(theta):
+        raise ValueError(f"`theta` must be finite; got {theta!r}.")
+    return FourierMLP(int(P), float(theta), bool(normalise))
+
+
+def fourier_mlp_batch(params: Float[ArrayLike, "2 P"], xs: Float[ArrayLike, " n"], coupling_s: Float[ArrayLike, " P"],
+                      pre: float, *, nqf: bool = False) -> Float[Array, " n"]:
+    r"""Eq. (50) on a batch of inputs with the parameters as two rows ``(a, W)``; ``coupling_s`` are the
+    $s_k$ and ``pre`` the prefactor ($1/\sqrt P$ or 1). ``nqf=True`` gives its NQF
+    $\mathrm{pre}\sum_ks_ka_kW_k\psi_k(x)$. The fast path used for training (one call per GD step)."""
+    params = jnp.asarray(params)
+    check_ndim("params", params, 2, "rows (a, W)")
+    a, v = params[0], params[1]
+    psi = fourier_features(xs, a.shape[0])
+    s = jnp.asarray(coupling_s)
+    if nqf:
+        return pre * psi @ (s * a * v)
+    return pre * jnp.tanh(psi * (s * a)) @ v
+
+
+def raw_tanh_mlp(params: dict, xs: Float[ArrayLike, " n"]) -> Float[Array, " n"]:
+    r"""The baseline of Fig. 5: a tanh MLP on the raw scalar input,
+    $f(x) = \sum_iv_i\tanh(u_ix + b_i)$ (``params = {"u", "b", "v"}``, each of shape ``(hidden,)``)."""
+    xs = jnp.asarray(xs, dtype=float)
+    return jnp.tanh(xs[:, None] * params["u"] + params["b"]) @ params["v"]
+
+
+# ------------------------------------------------------------------ full-batch GD (Fig. 5)
+def fourier_gd(
+    params0: Float[ArrayLike, "n 2 P"], xs: Float[ArrayLike, " M"], ys: Float[ArrayLike, "n M"],
+    s: Float[ArrayLike, "n P"], pre: float, eta: float, num_steps: int, *, every: int = 10, nqf: bool = False,
+) -> tuple[Float[Array, "n R"], Float[Array, "n R P"]]:
+    r"""Full-batch gradient descent on the loss of Eq. (26), $\frac1M\sum_\mu(f(x_\mu) - y_\mu)^2$ (no ½), for
+    ``n`` independent Fourier MLPs at once (``jax.vmap``; e.g. one per $\theta$), the whole loop in
+    ``lax.scan``. ``nqf=True`` trains the NQF of the module (:meth:`FourierMLP.apply_nqf`) instead.
+
+    Returns the loss and the products $a_kW_k$ every ``every`` steps, from step 0 to ``num_steps``
+    (``num_steps // every + 1`` records; time $t = \eta\cdot$step)."""
+    params0, xs, ys, s = (jnp.asarray(v, dtype=float) for v in (params0, xs, ys, s))
+    check_ndim("params0", params0, 3, "(n, 2, P): rows (a, W) of n models")
+    n, two, P = params0.shape
+    if two != 2:
+        raise ValueError(f"`params0` must have shape (n, 2, P); got {params0.shape}.")
+    if ys.shape != (n, xs.shape[0]) or s.shape != (n, P):
+        raise ValueError(f"`ys` must have shape {(n, xs.shape[0])} and `s` {(n, P)}; got {ys.shape} and {s.shape}.")
+    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
+        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    return _fourier_gd(params0, xs, ys, s, jnp.asarray(float(pre)), jnp.asarray(float(eta)),
+                       int(num_steps) // int(every), int(every), bool(nqf))
+
+
+def _fourier_gd_impl(params0, xs, ys, s, pre, eta, n_rec, every, nqf):
+    def loss(p, y, sk):
+        return jnp.mean((fourier_mlp_batch(p, xs, sk, pre, nqf=nqf) - y) ** 2)
+
+    grad = jax.value_and_grad(loss)
+
+    def one(p0, y, sk):
+        def inner(_, p):
+            return p - eta * grad(p, y, sk)[1]
+
+        def outer(p, _):
+            rec = (loss(p, y, sk), p[0] * p[1])
+            return jax.lax.fori_loop(0, every, inner, p), rec
+
+        p_end, (L, u) = jax.lax.scan(outer, p0, None, length=n_rec)
+        return jnp.concatenate([L, loss(p_end, y, sk)[None]]), jnp.concatenate([u, (p_end[0] * p_end[1])[None]])
+
+    return jax.vmap(one)(params0, ys, s)
+
+
+_fourier_gd = jax.jit(_fourier_gd_impl, static_argnums=(6, 7, 8))
+
+
+def raw_mlp_gd(params0: dict, xs: Float[ArrayLike, " M"], ys: Float[ArrayLike, " M"], eta: float, num_steps: int,
+               *, every: int = 10) -> Float[Array, " R"]:
+    r"""Full-batch GD on the loss of Eq. (26) for :func:`raw_tanh_mlp` (the baseline of Fig. 5); returns the
+    loss every ``every`` steps from step 0 to ``num_steps``."""
+    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
+        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    return _raw_gd(params0, jnp.asarray(xs, dtype=float), jnp.asarray(ys, dtype=float), jnp.asarray(float(eta)),
+                   int(num_steps) // int(every), int(every))
+
+
+def _raw_gd_impl(params0, xs, ys, eta, n_rec, every):
+    def loss(p):
+        return jnp.mean((raw_tanh_mlp(p, xs) - ys) ** 2)
+
+    grad = jax.grad(loss)
+
+    def inner(_, p):
+        return jax.tree_util.tree_map(lambda a, g: a - eta * g, p, grad(p))
+
+    def outer(p, _):
+        return jax.lax.fori_loop(0, every, inner, p), loss(p)
+
+    p_end, L = jax.lax.scan(outer, params0, None, length=n_rec)
+    return jnp.concatenate([L, loss(p_end)[None]])
+
+
+_raw_gd = jax.jit(_raw_gd_impl, static_argnums=(4, 5))
