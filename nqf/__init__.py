@@ -33,6 +33,7 @@ from .architectures import multihead_attention as multihead_attention
 from .architectures import phase_retrieval as phase_retrieval
 from .architectures import qk_attention as qk_attention
 from .architectures import two_layer_mlp as two_layer_mlp
+from .dynamics import compare_with_nqf as compare_with_nqf
 from .dynamics import compress as compress
 from .dynamics import gradient_flow as gradient_flow
 from .dynamics import gradient_flow_batch as gradient_flow_batch

@@ -29,3 +29,7 @@ from ._train import GDRun as GDRun
 from ._train import full_batch_gd as full_batch_gd
 from ._discrete import SGDState as SGDState
 from ._discrete import sgd_state as sgd_state
+from ._compare import Comparison as Comparison
+from ._compare import compare_with_nqf as compare_with_nqf
+from ._compare import HypothesisCheck as HypothesisCheck
+from ._compare import check_hypotheses as check_hypotheses

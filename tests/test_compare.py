@@ -1,0 +1,118 @@
+"""nqf.compare_with_nqf: a module beside its NQF under one optax optimiser (Sec. 7, Fig. 2)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import nqf
+from helpers import BAD_INPUT
+from nqf.dynamics import check_hypotheses, compare_with_nqf
+
+
+def _mlp_data(m=40, k=5, o=3, seed=0):
+    kx, ke = jax.random.split(jax.random.PRNGKey(seed))
+    xs = jax.random.normal(kx, (m, k))
+    E = 0.5 * jax.random.normal(ke, (o, k))
+    return xs, xs @ E.T
+
+
+def test_quadratic_network_is_its_nqf():
+    """A module that IS its NQF (quadratic network, Table 3): the two runs agree to rounding."""
+    arch = nqf.architectures.quadratic_network(4)
+    xs = jax.random.normal(jax.random.PRNGKey(0), (30, 4))
+    ys = jnp.sum(xs[:, :2] ** 2, axis=1)
+    W0 = 0.1 * jax.random.normal(jax.random.PRNGKey(1), (4, 3))
+    for opt in (optax.sgd(0.01), optax.sgd(0.01, momentum=0.9), optax.adam(0.01)):
+        res = compare_with_nqf(arch, W0, (xs, ys), opt, 50, probe=xs[:5], track=("loss", "outputs"))
+        assert np.max(res.gap) < 1e-12
+        assert res.window == np.inf
+        np.testing.assert_allclose(res.final["module"], res.final["nqf"], atol=1e-12)
+        assert res.module["loss"][-1] < res.module["loss"][0]
+
+
+def test_tanh_mlp_small_init_tracks_and_large_init_parts():
+    arch = nqf.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    Z = jax.random.normal(jax.random.PRNGKey(2), (8, 8))
+    W0 = jnp.stack([1e-3 * Z, 0.5 * Z])  # two runs at once (vmap)
+    res = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.05), 100, probe=xs[:10],
+                           track=("loss", "outputs", "singular_values"),
+                           linear_map=lambda W: W[5:] @ W[:5].T, record_every=5, threshold=0.2)
+    assert res.gap.shape == (2, 21) and res.module["singular_values"].shape == (2, 21, 3)
+    assert res.gap[0, 0] < 1e-5 < res.gap[1, 0]  # relative error O(|W|^2) (tanh: Z2 symmetric)
+    assert res.window[1] < res.window[0]
+    assert res.batch_loss["module"].shape == (2, 100)
+
+
+def test_minibatches_and_sampling_function_give_the_same_batches():
+    arch = nqf.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    W0 = 0.01 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
+    steps, b = 20, 8
+    key = jax.random.PRNGKey(4)
+    idx = jnp.stack([jax.random.choice(k, 40, (b,), replace=False) for k in jax.random.split(key, steps)])
+    res = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), steps, batches=idx, probe=xs, track=("outputs",))
+    sample = lambda k: (xs[jax.random.choice(k, 40, (b,), replace=False)],  # noqa: E731
+                        ys[jax.random.choice(k, 40, (b,), replace=False)])
+    res2 = compare_with_nqf(arch, W0, sample, optax.sgd(0.1), steps, key=key, probe=xs,
+                            probe_targets=ys, track=("outputs", "probe_loss"))
+    np.testing.assert_allclose(res.module["outputs"], res2.module["outputs"], atol=1e-12)
+    np.testing.assert_allclose(res.nqf["outputs"], res2.nqf["outputs"], atol=1e-12)
+    np.testing.assert_allclose(res.batch_loss["nqf"], res2.batch_loss["nqf"], atol=1e-12)
+
+
+def test_relu_mlp_is_refused():
+    relu = nqf.two_layer_mlp(5, jax.nn.relu, outputs=3, check_smooth=False)
+    xs, ys = _mlp_data()
+    with pytest.raises(ValueError, match="not smooth"):
+        compare_with_nqf(relu, 0.1 * jnp.ones((8, 4)), (xs, ys), optax.sgd(0.1), 10)
+    chk = check_hypotheses(relu.apply, 0.1 * jnp.ones((8, 4)), xs[0])
+    assert 1.5 < chk.smooth_ratio < 2.5
+
+
+def test_bias_breaking_zgz_and_broken_symmetry_are_refused():
+    xs, ys = _mlp_data(o=1)
+    ys = ys[:, 0]
+    cosh = lambda W, x: jnp.sum(W[5] * jnp.cosh(W[:5].T @ x))  # noqa: E731  phi(0) != 0: ZGZ fails
+    with pytest.raises(ValueError, match="ZGZ"):
+        compare_with_nqf(cosh, 0.1 * jnp.ones((6, 4)), (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
+    weighted = lambda W, x: jnp.sum(jnp.arange(1.0, 5.0) * W[5] * jnp.tanh(W[:5].T @ x))  # noqa: E731
+    W0 = 0.1 * jax.random.normal(jax.random.PRNGKey(0), (6, 4))
+    with pytest.raises(ValueError, match="permutation"):
+        compare_with_nqf(weighted, W0, (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
+
+
+def test_bad_input():
+    arch = nqf.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    W0 = 0.01 * jnp.ones((8, 4))
+    sgd = optax.sgd(0.1)
+    with pytest.raises(ValueError, match="W0"):
+        compare_with_nqf(arch, jnp.ones((7, 4)), (xs, ys), sgd, 5)
+    with pytest.raises(ValueError, match="targets"):
+        compare_with_nqf(arch, W0, (xs, ys[:, :2]), sgd, 5)
+    with pytest.raises(ValueError, match="targets"):
+        compare_with_nqf(arch, W0, (xs, ys[:30]), sgd, 5)
+    with pytest.raises(ValueError, match="module"):
+        compare_with_nqf(arch, W0, (xs[:, :4], ys), sgd, 5)
+    with pytest.raises(TypeError, match="optax"):
+        compare_with_nqf(arch, W0, (xs, ys), lambda g: g, 5)
+    for steps in (0, -3, 2.5):
+        with pytest.raises(BAD_INPUT, match="steps"):
+            compare_with_nqf(arch, W0, (xs, ys), sgd, steps)
+    for thr in (0.0, 1.0, -0.1, 2.0):
+        with pytest.raises(BAD_INPUT, match="threshold"):
+            compare_with_nqf(arch, W0, (xs, ys), sgd, 5, threshold=thr)
+    with pytest.raises(ValueError, match="record_every"):
+        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, record_every=2)
+    with pytest.raises(ValueError, match="linear_map"):
+        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, track=("singular_values",))
+    with pytest.raises(ValueError, match="probe"):
+        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, track=("outputs",))
+    with pytest.raises(ValueError, match="batches"):
+        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, batches=jnp.zeros((4, 2), int))
+    with pytest.raises(ValueError, match="neuron_axes"):
+        compare_with_nqf(lambda W, x: arch.apply(W, x), W0, (xs, ys), sgd, 5)
