@@ -10,8 +10,14 @@ import optax
 import pytest
 
 import nqf
-from nqf.dynamics import momentum_state, nqf_momentum, nqf_momentum_step, same_statistics, statistics, step_prediction_error, weight_outputs, weights_from_statistics
+from nqf.dynamics import SGDState, nqf_sgd, nqf_sgd_step, same_statistics, sgd_state, statistics, step_prediction_error, weight_outputs, weights_from_statistics
+from nqf.model import NQFData
 from helpers import BAD_INPUT, general_nqf_data
+
+
+def _data(seed=0, **kw):
+    As, Bs, gs, f0, ys = general_nqf_data(seed=seed, **kw)
+    return NQFData(As, ys, gs=gs, Bs=Bs, f0=f0)
 
 
 def test_weights_from_statistics_reproduce_M_and_mu():
@@ -41,59 +47,85 @@ def test_same_statistics_changes_neurons_not_statistics():
 
 @pytest.mark.parametrize("beta, wd", [(0.0, 0.0), (0.9, 0.0), (0.0, 0.1), (0.8, 0.05)])
 def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
-    As, Bs, gs, f0, ys = general_nqf_data()
-    m, p = ys.shape[0], As.shape[1]
+    data = _data()
+    m, p = data.m, data.p
     d, eta, steps = 6, 0.004, 25
     Wa = 0.4 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
     Wb = same_statistics(Wa, seed=4)
     batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, 3)))
 
     def loss(Ws, idx):
-        out = lambda W: weight_outputs(W, As[idx], gs=gs[idx], Bs=Bs[idx], f0=f0[idx])  # noqa: E731
-        return jnp.mean((out(Ws[0]) - ys[idx]) ** 2) + jnp.mean((out(Ws[1]) - ys[idx]) ** 2)
+        batch = data.subset(idx)
+        return jnp.mean((weight_outputs(Ws[0], batch) - batch.ys) ** 2) + jnp.mean((weight_outputs(Ws[1], batch) - batch.ys) ** 2)
 
     opt = optax.chain(optax.add_decayed_weights(wd), optax.sgd(eta, momentum=beta or None))
     _, hist = nqf.train_weights(loss, (Wa, Wb), opt, steps, batches=batches,
                                 record=lambda Ws: (statistics(Ws[0]), statistics(Ws[1])))
-    closed = nqf_momentum(Wa @ Wa.T, Wa.sum(axis=1), As, ys, batches, eta=eta, d=d, beta=beta,
-                          weight_decay=wd, gs=gs, Bs=Bs, f0=f0)
+    closed = nqf_sgd(statistics(Wa), data, batches, eta=eta, d=d, momentum=beta, weight_decay=wd)
+    assert isinstance(closed, SGDState)
     assert closed.M.shape == (steps + 1, p, p) and closed.nu.shape == (steps + 1, p)
     for M_run, mu_run in hist["record"]:
         assert float(jnp.max(jnp.abs(M_run - closed.M))) < 1e-12
         assert float(jnp.max(jnp.abs(mu_run - closed.mu))) < 1e-12
     assert float(jnp.max(jnp.abs(closed.M[-1] - closed.M[0]))) > 1e-3  # it did move
-    if beta == 0.0 and wd == 0.0:  # Theorem 2 itself
-        Ms, mus = nqf.nqf_sgd(Wa @ Wa.T, Wa.sum(axis=1), As, ys, batches, eta=eta, d=d, gs=gs, Bs=Bs, f0=f0)
-        assert float(jnp.max(jnp.abs(Ms - closed.M))) < 1e-12
+    # the aliases of Cor. 2 are the same implementation
+    again = nqf.nqf_momentum(statistics(Wa), data, batches, eta=eta, d=d, beta=beta, weight_decay=wd)
+    assert float(jnp.max(jnp.abs(again.M - closed.M))) == 0.0
+
+
+def test_one_update_serves_step_scan_and_state_forms():
+    """nqf_sgd is the scan of nqf_sgd_step; (M, mu) and an empty SGDState are the same start."""
+    data = _data(seed=13)
+    p, d, eta = data.p, 5, 0.01
+    W = 0.4 * jnp.asarray(np.random.default_rng(14).normal(size=(p, d)))
+    batches = jnp.asarray(np.random.default_rng(15).integers(0, data.m, size=(4, 2)))
+    run = nqf_sgd(sgd_state(*statistics(W)), data, batches, eta=eta, d=d, momentum=0.5, weight_decay=0.1)
+    state = statistics(W)
+    for t, idx in enumerate(batches):
+        state = nqf_sgd_step(state, data.subset(idx), eta=eta, d=d, momentum=0.5, weight_decay=0.1)
+        for got, want in zip(state, run):
+            np.testing.assert_allclose(got, want[t + 1], atol=1e-14)
+
+
+def test_nqf_sgd_compiles_once_per_shape():
+    from nqf.dynamics._discrete import _sgd_scan
+
+    data = _data(seed=16)
+    p, d = data.p, 4
+    batches = jnp.zeros((3, 2), dtype=int)
+    W = 0.3 * jnp.asarray(np.random.default_rng(17).normal(size=(p, d)))
+    nqf_sgd(statistics(W), data, batches, eta=0.01, d=d)
+    before = _sgd_scan._cache_size()
+    other = _data(seed=18)  # new data, same shapes; new learning rate, width and options
+    nqf_sgd(statistics(W), other, batches + 1, eta=0.02, d=d + 3, momentum=0.9, weight_decay=0.1)
+    assert _sgd_scan._cache_size() == before
 
 
 def test_single_momentum_step_tracks_the_buffer():
-    As, Bs, gs, f0, ys = general_nqf_data(seed=5)
-    p, d = As.shape[1], 5
+    data = _data(seed=5)
+    p, d = data.p, 5
     W = 0.5 * jnp.asarray(np.random.default_rng(6).normal(size=(p, d)))
     V = jnp.zeros_like(W)
-    state = momentum_state(*statistics(W))
-    idx = jnp.arange(3)
-    loss = lambda W: jnp.mean((weight_outputs(W, As[idx], gs=gs[idx], Bs=Bs[idx], f0=f0[idx]) - ys[idx]) ** 2)  # noqa: E731
+    state = sgd_state(*statistics(W))
+    batch = data.subset(jnp.arange(3))
+    loss = lambda W: jnp.mean((weight_outputs(W, batch) - batch.ys) ** 2)  # noqa: E731
     eta, beta, wd = 0.01, 0.7, 0.2
     for _ in range(3):
         V = beta * V + jax.grad(loss)(W) + wd * W
         W = W - eta * V
-        state = nqf_momentum_step(state, As[idx], ys[idx], eta=eta, d=d, beta=beta, weight_decay=wd,
-                                  gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
+        state = nqf_sgd_step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=wd)
     for got, want in zip(state, (W @ W.T, W.sum(axis=1), W @ V.T, V @ V.T, V.sum(axis=1))):
         np.testing.assert_allclose(got, want, atol=1e-13)
 
 
 def test_adam_breaks_the_closure():
-    As, Bs, gs, f0, ys = general_nqf_data(seed=7)
-    p, d, steps = As.shape[1], 6, 30
+    data = _data(seed=7)
+    p, d, steps = data.p, 6, 30
     Wa = 0.4 * jnp.asarray(np.random.default_rng(8).normal(size=(p, d)))
     Wb = same_statistics(Wa, seed=9)
 
     def loss(Ws, _):
-        out = lambda W: weight_outputs(W, As, gs=gs, Bs=Bs, f0=f0)  # noqa: E731
-        return jnp.mean((out(Ws[0]) - ys) ** 2) + jnp.mean((out(Ws[1]) - ys) ** 2)
+        return jnp.mean((weight_outputs(Ws[0], data) - data.ys) ** 2) + jnp.mean((weight_outputs(Ws[1], data) - data.ys) ** 2)
 
     _, hist = nqf.train_weights(loss, (Wa, Wb), optax.adam(0.01), steps,
                                 record=lambda Ws: (Ws[0] @ Ws[0].T, Ws[1] @ Ws[1].T))
@@ -103,50 +135,58 @@ def test_adam_breaks_the_closure():
 
 
 def test_step_prediction_error_needs_eta_squared_terms():
-    As, Bs, gs, f0, ys = general_nqf_data(seed=10)
-    m, p, d, eta, steps = ys.shape[0], As.shape[1], 5, 0.02, 12
+    data = _data(seed=10)
+    m, p, d, eta, steps = data.m, data.p, 5, 0.02, 12
     W = 0.5 * jnp.asarray(np.random.default_rng(11).normal(size=(p, d)))
     batches = jnp.asarray(np.random.default_rng(12).integers(0, m, size=(steps, 2)))
-    loss = lambda W, idx: jnp.mean((weight_outputs(W, As[idx], gs=gs[idx], Bs=Bs[idx], f0=f0[idx]) - ys[idx]) ** 2)  # noqa: E731
+    loss = lambda W, idx: jnp.mean((weight_outputs(W, data.subset(idx)) - data.ys[idx]) ** 2)  # noqa: E731
     _, hist = nqf.train_weights(loss, W, optax.sgd(eta), steps, batches=batches, record=statistics)
-    Ms, mus = hist["record"]
-    err, first = step_prediction_error(Ms, mus, As, ys, batches, eta=eta, d=d, gs=gs, Bs=Bs, f0=f0)
+    err, first = step_prediction_error(hist["record"], data, batches, eta=eta, d=d)
     assert err.shape == first.shape == (steps,)
     assert float(err.max()) < 1e-12
     assert float(first.min()) > 1e3 * float(err.max())
 
 
-def _momentum_args(**over):
+def _sgd_args(**over):
     As, Bs, gs, f0, ys = general_nqf_data()
     p = As.shape[1]
-    args = dict(M0=np.eye(p), mu0=np.ones(p), As=np.asarray(As), ys=np.asarray(ys),
-                batches=np.zeros((2, 2), dtype=int), eta=0.01, d=4, beta=0.9, weight_decay=0.0,
-                gs=np.asarray(gs))
+    args = dict(M0=np.eye(p), mu0=np.ones(p), batches=np.zeros((2, 2), dtype=int), eta=0.01, d=4, momentum=0.9,
+                weight_decay=0.0)
     args.update(over)
-    return args
+    return NQFData(As, ys, gs=gs), args
 
 
 @pytest.mark.parametrize(
     "over, match",
     [
-        (dict(beta=1.0), "beta"),
-        (dict(beta=-0.1), "beta"),
+        (dict(momentum=1.0), "momentum"),
+        (dict(momentum=-0.1), "momentum"),
         (dict(weight_decay=-1.0), "weight_decay"),
         (dict(eta=0.0), "eta"),
         (dict(d=0), "d"),
         (dict(batches=np.full((2, 2), 99)), "batches"),
         (dict(batches=np.zeros(3, dtype=int)), "batches"),
-        (dict(gs=np.ones((6, 3))), "gs"),
-        (dict(mu0=np.ones(3)), "mu0"),
+        (dict(batches=np.zeros((2, 2))), "batches"),
+        (dict(mu0=np.ones(3)), "mu"),
         (dict(M0=-np.eye(4)), "positive semi-definite"),
-        (dict(As=np.ones((6, 4, 3))), "As"),
+        (dict(M0=np.eye(3)), "M"),
     ],
 )
-def test_nqf_momentum_rejects_bad_input(over, match):
-    a = _momentum_args(**over)
-    with pytest.raises(BAD_INPUT, match=match):
-        nqf_momentum(a["M0"], a["mu0"], a["As"], a["ys"], a["batches"], eta=a["eta"], d=a["d"],
-                     beta=a["beta"], weight_decay=a["weight_decay"], gs=a["gs"])
+def test_nqf_sgd_rejects_bad_input(over, match):
+    data, a = _sgd_args(**over)
+    with pytest.raises((*BAD_INPUT, TypeError), match=match):
+        nqf_sgd((a["M0"], a["mu0"]), data, a["batches"], eta=a["eta"], d=a["d"],
+                momentum=a["momentum"], weight_decay=a["weight_decay"])
+
+
+def test_state_and_data_types_are_named():
+    data, a = _sgd_args()
+    with pytest.raises(TypeError, match="state"):
+        nqf_sgd(a["M0"], data, a["batches"], eta=0.1, d=4)
+    with pytest.raises(TypeError, match="data"):
+        nqf_sgd((a["M0"], a["mu0"]), (data.As, data.ys), a["batches"], eta=0.1, d=4)
+    with pytest.raises(TypeError, match="batch"):
+        nqf_sgd_step((a["M0"], a["mu0"]), data.As, eta=0.1, d=4)
 
 
 @pytest.mark.parametrize(
@@ -169,9 +209,9 @@ def test_same_statistics_and_prediction_reject_bad_input():
         same_statistics(np.ones((3, 2)))
     with pytest.raises(BAD_INPUT, match="W"):
         same_statistics(np.ones(3))
-    As, Bs, gs, f0, ys = general_nqf_data()
+    data = _data()
     Ms, mus = np.stack([np.eye(4)] * 3), np.zeros((3, 4))
     with pytest.raises(BAD_INPUT, match="batches"):
-        step_prediction_error(Ms, mus, As, ys, np.zeros((5, 2), dtype=int), eta=0.1, d=3)
+        step_prediction_error((Ms, mus), data, np.zeros((5, 2), dtype=int), eta=0.1, d=3)
     with pytest.raises(BAD_INPUT, match="mus"):
-        step_prediction_error(Ms, np.zeros((2, 4)), As, ys, np.zeros((2, 2), dtype=int), eta=0.1, d=3)
+        step_prediction_error((Ms, np.zeros((2, 4))), data, np.zeros((2, 2), dtype=int), eta=0.1, d=3)

@@ -10,14 +10,25 @@ import optax
 import pytest
 
 
+import inspect
+
 import nqf
+from nqf import NQFData
 from nqf.datasets import orthogonal_features_dataset
 from helpers import BAD_INPUT, general_nqf_data
 
 
+def _flow(M0, data, ts):
+    """nqf.gradient_flow(M0, data, ts); also accepts the older (As, ys, M0, ts) order while it lands."""
+    if next(iter(inspect.signature(nqf.gradient_flow).parameters)) == "As":
+        return nqf.gradient_flow(data.As, data.ys, M0, ts)
+    return nqf.gradient_flow(M0, data, ts)
+
+
 def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters():
     As, Bs, gs, f0, ys = general_nqf_data(m=7)
-    m, p = ys.shape[0], As.shape[1]
+    data = NQFData(As, ys, gs=gs, Bs=Bs, f0=f0)
+    m, p = data.m, data.p
     d, eta, steps, b = 6, 0.02, 40, 3
     Wa = 0.3 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
     Wb = nqf.same_statistics(Wa, seed=1)
@@ -25,54 +36,89 @@ def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters
     batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, b)))
 
     def loss(W, idx):
-        mu = W.sum(axis=1)
-        f = nqf.outputs(W @ W.T, As[idx], mu=mu, gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
-        return jnp.mean((f - ys[idx]) ** 2)
+        return nqf.mse_loss(W @ W.T, data.subset(idx), mu=W.sum(axis=1))
 
     record = lambda W: (W @ W.T, W.sum(axis=1))
     _, ha = nqf.train_weights(loss, Wa, optax.sgd(eta), steps, batches=batches, record=record)
     _, hb = nqf.train_weights(loss, Wb, optax.sgd(eta), steps, batches=batches, record=record)
-    Ms, mus = nqf.nqf_sgd(Wa @ Wa.T, Wa.sum(axis=1), As, ys, batches, eta=eta, d=d, gs=gs, Bs=Bs, f0=f0)
+    run = nqf.nqf_sgd((Wa @ Wa.T, Wa.sum(axis=1)), data, batches, eta=eta, d=d)
+    Ms, mus = run.M, run.mu
     scale = float(jnp.max(jnp.abs(Ms)))
     for h in (ha, hb):
         assert float(jnp.max(jnp.abs(h["record"][0] - Ms))) < 1e-12 * scale * steps
         assert float(jnp.max(jnp.abs(h["record"][1] - mus))) < 1e-12 * steps
-    # The eta^2 terms matter: dropping them is visibly wrong.
     assert float(jnp.max(jnp.abs(Ms[-1] - Ms[0]))) > 1e-3
 
 
 def test_eta_squared_terms_are_needed():
     As, Bs, gs, f0, ys = general_nqf_data(seed=4, m=7)
-    p, d, eta = As.shape[1], 5, 0.05
+    batch = NQFData(As, ys, gs=gs, Bs=Bs, f0=f0).subset(jnp.arange(3))
+    p, d, eta = batch.p, 5, 0.05
     W = 0.5 * jnp.asarray(np.random.default_rng(5).normal(size=(p, d)))
     M, mu = W @ W.T, W.sum(axis=1)
-    idx = jnp.arange(3)
 
     def loss(W):
-        f = nqf.outputs(W @ W.T, As[idx], mu=W.sum(axis=1), gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
-        return jnp.mean((f - ys[idx]) ** 2)
+        return nqf.mse_loss(W @ W.T, batch, mu=W.sum(axis=1))
 
     W1 = W - eta * jax.grad(loss)(W)
-    M1, mu1 = nqf.nqf_sgd_step(M, mu, As[idx], ys[idx], eta=eta, d=d, gs=gs[idx], Bs=Bs[idx], f0=f0[idx])
+    M1, mu1, *_ = nqf.nqf_sgd_step((M, mu), batch, eta=eta, d=d)
     err = float(jnp.max(jnp.abs(M1 - W1 @ W1.T)))
     assert err < 1e-13
     assert float(jnp.max(jnp.abs(mu1 - W1.sum(axis=1)))) < 1e-13
     # first-order-only update misses by O(eta^2)
-    H = 2 * jnp.einsum("b,bij->ij", 2 * (nqf.outputs(M, As[idx], mu=mu, gs=gs[idx], Bs=Bs[idx], f0=f0[idx]) - ys[idx]) / 3, As[idx])
+    H = 2 * jnp.einsum("b,bij->ij", 2 * nqf.residuals(M, batch, mu=mu) / 3, batch.As)
     assert float(jnp.max(jnp.abs(M1 - (M - eta * (H @ M + M @ H))))) > 1e3 * err
+
+
+def test_model_functions_take_nqf_data():
+    As, Bs, gs, f0, ys = general_nqf_data(seed=6)
+    general = NQFData(As, ys, gs=gs, Bs=Bs, f0=f0)
+    zgz = NQFData(As, ys)
+    W = 0.5 * jnp.asarray(np.random.default_rng(7).normal(size=(4, 3)))
+    M, mu = W @ W.T, W.sum(axis=1)
+    want = f0 + gs @ mu + jnp.einsum("i,mij,j->m", mu, Bs, mu) + jnp.einsum("ij,mji->m", M, As)
+    np.testing.assert_allclose(nqf.outputs(M, general, mu=mu), want, atol=1e-13)
+    np.testing.assert_allclose(nqf.dynamics.weight_outputs(W, general), want, atol=1e-13)
+    np.testing.assert_allclose(nqf.residuals(M, general, mu=mu), want - ys, atol=1e-13)
+    delta = jnp.einsum("ij,mji->m", M, As) - ys
+    np.testing.assert_allclose(nqf.h_matrix(M, zgz), 4 * jnp.einsum("m,mij->ij", delta, As) / 6, atol=1e-13)
+    # Eq. (28) is the gradient flow of the loss: dM/dt = -HM - MH with dW/dt = -(1/2)... checked by autodiff
+    H = nqf.h_matrix(M, zgz)
+    np.testing.assert_allclose(nqf.flow_field(M, zgz), -(H @ M + M @ H), atol=1e-13)
+    gW = jax.grad(lambda W: nqf.mse_loss(W @ W.T, zgz))(W)
+    np.testing.assert_allclose(gW, H @ W, atol=1e-12)  # dL/dW = H W (Eq. 27)
+    with pytest.raises(ValueError, match="mu"):
+        nqf.outputs(M, general)
+    with pytest.raises(ValueError, match="ZGZ"):
+        nqf.h_matrix(M, general)
+    with pytest.raises(TypeError, match="NQFData"):
+        nqf.mse_loss(M, As)
+
+
+def test_full_batch_gd_records_features_and_residuals():
+    r = jnp.array([1.0, 0.5])
+    As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
+    data = NQFData(As, ys)
+    run = nqf.dynamics.full_batch_gd(1e-2 * jnp.eye(2), data, eta=0.01, num_steps=50)
+    assert run.z.shape == (51, 2) and run.residuals.shape == (51, 2)
+    np.testing.assert_allclose(run.residuals[0], np.asarray(nqf.residuals(1e-4 * jnp.eye(2), data)), atol=1e-15)
+    assert run.offdiag == 0.0
+    with pytest.raises(ValueError, match="ZGZ"):
+        nqf.dynamics.full_batch_gd(jnp.eye(2), NQFData(As, ys, gs=jnp.ones((2, 2))), eta=0.1, num_steps=2)
 
 
 def test_flow_matches_logistic_solution_and_switch_on_time():
     r = jnp.array([1.0, 0.5, 0.25, 0.125, 0.0625])
     As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
-    lv = nqf.lv_coefficients(As, ys)
+    data = NQFData(As, ys)
+    lv = nqf.lv_coefficients(data)
     np.testing.assert_allclose(np.sort(np.asarray(lv.r)), np.sort(np.asarray(r)), rtol=1e-12)
     C = np.asarray(lv.C)
     assert np.max(np.abs(C - np.diag(np.diag(C)))) < 1e-12
     eps = 1e-5
     M0 = eps * jnp.eye(5)
     ts = nqf.log_times(400.0, 120, t_min=1e-2)
-    Ms = nqf.gradient_flow(As, ys, M0, ts)
+    Ms = _flow(M0, data, ts)
     z_flow = jax.vmap(nqf.features, in_axes=(0, None))(Ms, lv.P)
     z0 = nqf.features(M0, lv.P)
     z_exact = nqf.logistic_solution(ts[:, None], lv.r, jnp.diag(lv.C), z0)
@@ -80,7 +126,7 @@ def test_flow_matches_logistic_solution_and_switch_on_time():
     assert rel < 1e-8
     # switch-on: at t*, z_k is half its final value r_k / C_kk
     tstar = nqf.switch_on_time(lv.r, jnp.diag(lv.C), z0)
-    Ms_star = nqf.gradient_flow(As, ys, M0, jnp.concatenate([jnp.zeros(1), jnp.sort(jnp.asarray(tstar))]))
+    Ms_star = _flow(M0, data, jnp.concatenate([jnp.zeros(1), jnp.sort(jnp.asarray(tstar))]))
     order = np.argsort(np.asarray(tstar))
     z_star = jax.vmap(nqf.features, in_axes=(0, None))(Ms_star[1:], lv.P)
     half = np.asarray(lv.r / jnp.diag(lv.C) / 2)
@@ -107,14 +153,15 @@ def test_saxe_learning_time_and_factor_two():
     s, u0 = 3.0, 1e-6
     As = jnp.array([[[0.0, 0.5], [0.5, 0.0]]])
     ys = jnp.array([s])
-    lv = nqf.lv_coefficients(As, ys)
+    data = NQFData(As, ys)
+    lv = nqf.lv_coefficients(data)
     a0 = np.sqrt(u0)
     M0 = jnp.array([[a0 * a0, a0 * a0], [a0 * a0, a0 * a0]])
     z0 = nqf.features(M0, lv.P)
     k = int(jnp.argmax(lv.r))
     t_nqf = nqf.switch_on_time(lv.r[k], lv.C[k, k], z0[k])
     assert abs(t_nqf - t_saxe / 2) < 1e-9
-    Ms = nqf.gradient_flow(As, ys, M0, jnp.array([0.0, t_nqf]))
+    Ms = _flow(M0, data, jnp.array([0.0, t_nqf]))
     u = float(Ms[-1, 0, 1])  # u = a b
     assert abs(u - s / 2) < 1e-8
 
@@ -134,13 +181,13 @@ def test_bad_input_is_named(kwargs, match):
     args = dict(As=np.stack([np.eye(2)] * 3), ys=np.ones(3), M0=1e-3 * np.eye(2))
     args.update(kwargs)
     with pytest.raises(BAD_INPUT, match=match):
-        nqf.gradient_flow(args["As"], args["ys"], args["M0"], jnp.array([0.0, 1.0]))
+        _flow(args["M0"], NQFData(args["As"], args["ys"]), jnp.array([0.0, 1.0]))
 
 
 def test_non_commuting_data_rejected():
     As = jnp.array([[[1.0, 0.0], [0.0, -1.0]], [[0.0, 1.0], [1.0, 0.0]]])
     with pytest.raises(ValueError, match="Assumption 1"):
-        nqf.lv_coefficients(As, jnp.ones(2))
+        nqf.lv_coefficients(NQFData(As, jnp.ones(2)))
 
 
 def test_switch_on_time_rejects_mode_above_half():

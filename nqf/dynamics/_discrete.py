@@ -53,7 +53,8 @@ from ..model._model import outputs
 # ------------------------------------------------------------------ the state
 class SGDState(NamedTuple):
     r"""The state of the exact update: joint moments of the weights $W$ and the momentum
-    buffer $V$ (Thm 2, Cor. 2). Without momentum the buffer fields stay zero.
+    buffer $V$ (Thm 2, Cor. 2). Without momentum $V$ is the last step's gradient
+    (plus weight decay), which the next step does not use.
 
     Attributes:
         M: $WW^\top$, shape ``(p, p)``.
