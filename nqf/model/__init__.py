@@ -16,3 +16,11 @@ from ._ntk import width_scaled as width_scaled
 from ._data import NQFData as NQFData
 from ._data import require_data as require_data
 from ._ntk import ntk_learning_rate as ntk_learning_rate
+from ._deep import layer_statistics as layer_statistics
+from ._deep import deep_nqf_output as deep_nqf_output
+from ._deep import deep_nqf_apply as deep_nqf_apply
+from ._deep import deep_nqf_loss as deep_nqf_loss
+from ._deep import deep_nqf_sgd_step as deep_nqf_sgd_step
+from ._deep import deep_nqf_sgd as deep_nqf_sgd
+from ._deep import scale_forms as scale_forms
+from ._deep import compress_statistics as compress_statistics

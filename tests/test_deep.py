@@ -1,0 +1,215 @@
+"""Deep modules and the deep NQF (App. B.4: Def. 2, Theorems 14 and 15; Fig. 8)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from nqf.architectures import deep_attention, deep_mlp
+from nqf.dynamics import same_statistics, train_weights, weights_from_statistics
+from nqf.model import (compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, deep_nqf_sgd,
+                       deep_nqf_sgd_step, layer_statistics, scale_forms)
+
+from helpers import BAD_INPUT
+
+MLP = deep_mlp(4, (5, 6, 7))
+ATT = deep_attention(3, 4, 2)
+
+
+def random_weights(arch, widths, scale=0.3, seed=0):
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(arch.ps))
+    return tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(keys, arch.ps, widths))
+
+
+def inputs(arch, m, seed=1):
+    return jax.vmap(arch.sample_input)(jax.random.split(jax.random.PRNGKey(seed), m))
+
+
+@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (2, 3))])
+def test_forms_equal_trace_of_structure(arch, widths):
+    """Def. 2: each block's form is Tr[M A_k(h_prev)] with the dense closed-form stack."""
+    Ws = random_weights(arch, widths)
+    stats = layer_statistics(Ws)
+    h = arch.sample_input(jax.random.PRNGKey(5))
+    for (M, mu), form, structure in zip(stats, arch.forms, arch.structures):
+        A = structure(h)
+        new = form(M, mu, h)
+        assert A.shape == new.shape + M.shape
+        np.testing.assert_allclose(new, jnp.einsum("...ij,ji->...", A, M), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(A, jnp.swapaxes(A, -1, -2), atol=0)
+        h = new + 0.3 * jax.random.normal(jax.random.PRNGKey(6), new.shape)  # a generic h for the next block
+
+
+def _block_modules(arch):
+    """Each block of the module as a function of one neuron w and the previous representation."""
+    if arch is MLP:
+        k, n2 = 4, 6
+
+        def b1(w, x):
+            return w[k:] * jnp.tanh(w[:k] @ x)
+
+        def b2(w, h):
+            return w[n2] * jnp.tanh(w[:n2] @ jnp.tanh(h))
+
+        return b1, b2
+    D, N, dk = 3, 4, 2
+    from nqf.architectures import multihead_attention
+
+    m1, m2 = multihead_attention(D, N, dk, D, outputs=D), multihead_attention(D, N, dk, D)
+
+    def a1(w, X):
+        return jax.vmap(lambda q: m1.apply(w[:, None], (q, X)), in_axes=1, out_axes=1)(X)
+
+    def a2(w, H):
+        return m2.apply(w[:, None], (H.mean(axis=1), H))
+
+    return a1, a2
+
+
+@pytest.mark.parametrize("arch", [MLP, ATT])
+def test_structures_are_half_the_hessian(arch):
+    """A^(l)_k = H_ii / 2 of the block's module at 0 (Thm 1), for every output k."""
+    h = arch.sample_input(jax.random.PRNGKey(2))
+    for p, block, structure in zip(arch.ps, _block_modules(arch), arch.structures):
+        hess = jax.jit(jax.hessian(block))(jnp.zeros(p), h)
+        A = structure(h)
+        np.testing.assert_allclose(A, 0.5 * hess, atol=1e-12)
+        h = block(jnp.ones(p) * 0.4, h) + jax.random.normal(jax.random.PRNGKey(3), jnp.shape(block(jnp.zeros(p), h)))
+
+
+@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (2, 2))])
+def test_module_approaches_deep_nqf(arch, widths):
+    """The module minus its deep NQF, relative to the output, shrinks like s^2 along s W."""
+    Ws = random_weights(arch, widths, scale=1.0)
+    x = arch.sample_input(jax.random.PRNGKey(4))
+    scales = np.array([1e-2, 2e-2, 4e-2])
+    rel = []
+    for s in scales:
+        W = tuple(s * w for w in Ws)
+        f, g = arch.apply(W, x), deep_nqf_apply(W, arch.forms, x)
+        rel.append(abs(float(f - g)) / abs(float(g)))
+    slope = np.polyfit(np.log(scales), np.log(rel), 1)[0]
+    assert 1.8 < slope < 2.2, (rel, slope)
+
+
+def test_collapse_mlp_is_the_linearised_deep_nqf():
+    Ws = random_weights(MLP, (5, 7))
+    W1, W2 = Ws
+    x = MLP.sample_input(jax.random.PRNGKey(8))
+    lin = W2[6] @ W2[:6].T @ W1[4:] @ W1[:4].T @ x
+    W = MLP.collapse(Ws)  # the 1-layer NQF is Tr[W W^T A(x)] with Prop. 1's A
+    np.testing.assert_allclose(jnp.trace(W @ W.T @ MLP.one_layer.structure(x)), lin, rtol=1e-12)
+
+
+def test_collapse_attention_equals_deep_nqf():
+    """The attention deep NQF is linear in x_avg, so the collapsed 1-layer NQF equals it exactly."""
+    Ws = random_weights(ATT, (2, 3))
+    W = ATT.collapse(Ws)
+    for i in range(3):
+        X = ATT.sample_input(jax.random.PRNGKey(10 + i))
+        nqf1 = jnp.trace(W @ W.T @ ATT.one_layer.structure(X))
+        np.testing.assert_allclose(nqf1, deep_nqf_apply(Ws, ATT.forms, X), rtol=1e-12)
+        # the 1-layer module minus its own NQF at tiny weights is small relative to the NQF
+        f0 = ATT.one_layer.apply(jnp.zeros_like(W), X)
+        s = 1e-3
+        assert abs(float(ATT.one_layer.apply(s * W, X) - f0 - s**2 * nqf1)) < 1e-3 * abs(float(s**2 * nqf1))
+
+
+def _weight_run(Ws0, forms, xs, ys, batches, eta):
+    def loss(Ws, idx):
+        return deep_nqf_loss(layer_statistics(Ws), forms, jax.tree_util.tree_map(lambda a: a[idx], xs), ys[idx])
+
+    _, hist = train_weights(loss, tuple(Ws0), optax.sgd(eta), batches.shape[0], batches=batches,
+                            record=layer_statistics)
+    return hist["record"]
+
+
+@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3))])
+def test_theorem14_closure_and_update(arch, widths):
+    """Thm 14: equal per-layer (M, mu) => identical SGD trajectories; Eqs. 222-223 reproduce each step."""
+    m, b, steps, eta = 12, 4, 8, 0.2
+    xs, ys = inputs(arch, m), jnp.linspace(-1.0, 1.0, m)
+    batches = jax.random.randint(jax.random.PRNGKey(7), (steps, b), 0, m)
+    Wa = random_weights(arch, widths, scale=0.5)
+    Wb = tuple(same_statistics(W, seed=l + 1) for l, W in enumerate(Wa))
+    assert float(jnp.max(jnp.abs(Wa[0] - Wb[0]))) > 0.1  # the neurons really differ
+    ra = _weight_run(Wa, arch.forms, xs, ys, batches, eta)
+    rb = _weight_run(Wb, arch.forms, xs, ys, batches, eta)
+    rs = deep_nqf_sgd(layer_statistics(Wa), arch.forms, xs, ys, batches, eta=eta, widths=widths)
+    moved = 0.0
+    for la, lb, ls in zip(ra, rb, rs):
+        for a, bb, s in zip(la, lb, ls):
+            scale = float(jnp.max(jnp.abs(a)))
+            assert float(jnp.max(jnp.abs(a - bb))) < 1e-12 * scale
+            assert float(jnp.max(jnp.abs(a - s))) < 1e-12 * scale
+            moved = max(moved, float(jnp.max(jnp.abs(a[-1] - a[0]))) / scale)
+    assert moved > 1e-2  # training did move the order parameters
+    # a weight set with other statistics follows another trajectory (the check is not vacuous)
+    rc = _weight_run(random_weights(arch, widths, scale=0.5, seed=9), arch.forms, xs, ys, batches, eta)
+    assert float(jnp.max(jnp.abs(rc[0][0][-1] - ra[0][0][-1]))) > 1e-3
+
+
+def test_one_step_matches_weights():
+    arch, widths = MLP, (5, 7)
+    xs, ys = inputs(arch, 6), jnp.arange(6.0) / 3 - 1
+    Ws = random_weights(arch, widths, scale=0.6)
+    eta = 0.3
+    grads = jax.jit(jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), arch.forms, xs, ys)))(Ws)
+    after = layer_statistics(tuple(W - eta * g for W, g in zip(Ws, grads)))
+    pred = deep_nqf_sgd_step(layer_statistics(Ws), arch.forms, xs, ys, eta=eta, widths=widths)
+    for (Ma, ma), (Mp, mp) in zip(after, pred):
+        np.testing.assert_allclose(Mp, Ma, atol=1e-13 * float(jnp.max(jnp.abs(Ma))))
+        np.testing.assert_allclose(mp, ma, atol=1e-13 * float(jnp.max(jnp.abs(ma))))
+
+
+def test_theorem15_compression():
+    """Thm 15 with V = I: width d'_l = p_l + 1, forms scaled by d'/d, learning rates eta d/d'."""
+    arch = MLP
+    wide = (30, 20)
+    narrow = tuple(p + 1 for p in arch.ps)  # (11, 8)
+    xs, ys = inputs(arch, 10), jnp.linspace(-1, 1, 10)
+    Ws = random_weights(arch, wide, scale=0.3)
+    stats = layer_statistics(Ws)
+    small = compress_statistics(stats, wide, narrow)
+    Wn = tuple(weights_from_statistics(M, mu, d) for (M, mu), d in zip(small, narrow))
+    forms_n = scale_forms(arch.forms, [dn / d for dn, d in zip(narrow, wide)])
+    etas_w = (0.2, 0.2)
+    etas_n = tuple(0.2 * d / dn for d, dn in zip(wide, narrow))
+
+    def run(W, forms, etas, steps=15):
+        def body(W, _):
+            out = jax.vmap(lambda x: deep_nqf_apply(W, forms, x))(xs)
+            g = jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), forms, xs, ys))(W)
+            return tuple(w - e * gg for w, e, gg in zip(W, etas, g)), out
+
+        return jax.jit(lambda W: jax.lax.scan(body, W, None, length=steps)[1])(W)
+
+    ow, on = run(Ws, arch.forms, etas_w), run(Wn, forms_n, etas_n)
+    np.testing.assert_allclose(on, ow, atol=1e-11)
+    assert float(jnp.max(jnp.abs(ow[-1] - ow[0]))) > 1e-2
+
+
+def test_bad_input():
+    Ws = random_weights(MLP, (5, 7))
+    x = MLP.sample_input(jax.random.PRNGKey(0))
+    with pytest.raises(BAD_INPUT, match="Ws"):
+        MLP.apply(Ws[:1], x)
+    with pytest.raises(BAD_INPUT, match="block 2"):
+        MLP.apply((Ws[0], Ws[1][:-1]), x)
+    with pytest.raises(BAD_INPUT, match="`x`"):
+        MLP.apply(Ws, jnp.ones(3))
+    stats = layer_statistics(Ws)
+    with pytest.raises(ValueError, match="widths"):
+        deep_nqf_sgd_step(stats, MLP.forms, x[None], jnp.ones(1), eta=0.1, widths=(5,))
+    with pytest.raises(ValueError, match="forms"):
+        deep_nqf_sgd_step(stats, MLP.forms[:1], x[None], jnp.ones(1), eta=0.1, widths=(5, 7))
+    with pytest.raises(ValueError, match="eta"):
+        deep_nqf_sgd_step(stats, MLP.forms, x[None], jnp.ones(1), eta=-0.1, widths=(5, 7))
+    with pytest.raises(BAD_INPUT, match="Ws"):
+        layer_statistics(jnp.ones((3, 3)))
+    with pytest.raises(ValueError, match="hidden"):
+        deep_mlp(0)
+    assert float(deep_nqf_output(stats, MLP.forms, x)) == pytest.approx(float(deep_nqf_apply(Ws, MLP.forms, x)))
