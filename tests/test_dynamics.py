@@ -10,8 +10,6 @@ import optax
 import pytest
 
 
-import inspect
-
 import nqf
 from nqf import NQFData
 from nqf.datasets import orthogonal_features_dataset
@@ -19,10 +17,8 @@ from helpers import BAD_INPUT, general_nqf_data
 
 
 def _flow(M0, data, ts):
-    """nqf.gradient_flow(M0, data, ts); also accepts the older (As, ys, M0, ts) order while it lands."""
-    if next(iter(inspect.signature(nqf.gradient_flow).parameters)) == "As":
-        return nqf.gradient_flow(data.As, data.ys, M0, ts)
-    return nqf.gradient_flow(M0, data, ts)
+    """M(t) of nqf.gradient_flow(M0, data, ts) (Eq. 28)."""
+    return nqf.gradient_flow(M0, data, ts).ys
 
 
 def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters():

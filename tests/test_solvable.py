@@ -23,8 +23,8 @@ def _ts(t_max, n=40):
 
 
 def _flow(As, ys, M0, ts):
-    """Reference numerical flow (Tsit5, rtol 1e-10); the batched solver is compiled once per shape."""
-    return dynamics.gradient_flow_batch(np.asarray(As)[None], np.asarray(ys)[None], np.asarray(M0)[None], ts)[0]
+    """Reference numerical flow (rtol 1e-10), :func:`nqf.gradient_flow` on the data ``(As, ys)``."""
+    return nqf.gradient_flow(np.asarray(M0), nqf.NQFData(As, ys), ts).ys
 
 
 def _dense_M0(p, scale, seed):
@@ -132,12 +132,11 @@ def test_thm6_orthogonal_features_matches_flow():
 def test_gradient_flow_batch_equals_single_runs():
     rng = np.random.default_rng(2)
     d = datasets.commuting_dataset(rng.normal(size=(5, 3)), rng.normal(size=5), seed=0)
-    E = datasets.breaking_direction("commuting", d.As, seed=1)
-    As = np.stack([np.asarray(d.As), np.asarray(d.As) + 0.1 * E])
+    broken = datasets.broken_datasets("commuting", d.data, np.array([0.0, 0.1]), seed=1)
     M0 = _dense_M0(3, 0.1, 1)
     ts = _ts(10.0, 20)
-    Mb = dynamics.gradient_flow_batch(As, np.tile(np.asarray(d.ys), (2, 1)), np.tile(M0, (2, 1, 1)), ts)
-    np.testing.assert_allclose(Mb[1], nqf.gradient_flow(As[1], d.ys, jnp.asarray(M0), ts), rtol=1e-12, atol=1e-15)
+    Mb = dynamics.gradient_flow_batch(np.tile(M0, (2, 1, 1)), broken, ts).ys
+    np.testing.assert_allclose(Mb[1], nqf.gradient_flow(jnp.asarray(M0), broken[1], ts).ys, rtol=1e-12, atol=1e-15)
 
 
 def test_breaking_directions_break_what_they_say():
@@ -160,6 +159,24 @@ def test_breaking_directions_break_what_they_say():
         datasets.breaking_direction("feedforward", d.As)
 
 
+def test_broken_datasets_and_data_views():
+    rng = np.random.default_rng(4)
+    d = datasets.commuting_dataset(rng.normal(size=(5, 3)), rng.normal(size=5), seed=0)
+    assert isinstance(d.data, nqf.NQFData) and d.data.m == 5
+    np.testing.assert_array_equal(d.data.ys, d.ys)
+    etas = np.array([0.0, 1e-2, 1e-1])
+    broken = datasets.broken_datasets("commuting", d.data, etas, seed=1)
+    E = datasets.breaking_direction("commuting", d.As, seed=1)
+    assert len(broken) == 3 and all(isinstance(b, nqf.NQFData) for b in broken)
+    np.testing.assert_array_equal(broken[0].As, np.asarray(d.As))
+    np.testing.assert_allclose(broken[2].As, np.asarray(d.As) + 0.1 * E, atol=1e-15)
+    np.testing.assert_array_equal(broken[2].ys, d.ys)
+    with pytest.raises(BAD_INPUT, match="etas"):
+        datasets.broken_datasets("commuting", d.data, np.ones((2, 2)))
+    with pytest.raises(TypeError, match="data"):
+        datasets.broken_datasets("commuting", d.As, etas)
+
+
 def test_solvable_bad_inputs():
     with pytest.raises(BAD_INPUT):
         datasets.commuting_dataset(np.ones((3, 2)), np.ones(4))
@@ -168,7 +185,8 @@ def test_solvable_bad_inputs():
     with pytest.raises(BAD_INPUT):
         dynamics.trajectory_error(np.zeros((3, 2, 2)), np.zeros((4, 2, 2)))
     with pytest.raises(BAD_INPUT):
-        dynamics.gradient_flow_batch(np.zeros((2, 3, 2, 2)), np.zeros((2, 3)), np.zeros((1, 2, 2)), np.array([0.0, 1.0]))
+        dynamics.gradient_flow_batch(np.zeros((1, 2, 2)), [nqf.NQFData(np.zeros((3, 2, 2)), np.zeros(3))] * 2,
+                                     np.array([0.0, 1.0]))
 
 
 # ----------------------------------------------------------------------------- Thm 7, Thm 16, Cor. 4
@@ -181,7 +199,7 @@ def iso():
 def test_isotropic_dataset_satisfies_assumption2(iso):
     Q, data = iso
     assert solutions.isotropy_residual(data.As, 0.25) < 1e-13
-    np.testing.assert_allclose(solutions.target_matrix(data.As, data.ys), data.Y, atol=1e-13)
+    np.testing.assert_allclose(solutions.target_matrix(data.data), data.Y, atol=1e-13)
     A = np.asarray(data.As)
     assert np.abs(A[0] @ A[1] - A[1] @ A[0]).max() > 1e-2  # not commuting
 
@@ -204,17 +222,17 @@ def test_thm7_eigenvalues_and_thm16_projectors(iso):
     z = solutions.riccati_eigenvalues(ts, np.array([1.0, 0.5, -0.25, 0.125]), 0.25, z0)
     np.testing.assert_allclose(np.einsum("ik,tij,jk->tk", Q, np.asarray(Ms), Q), z, rtol=1e-8, atol=1e-13)
     Pi = np.einsum("ia,ja->aij", Q, Q)
-    pc = solutions.projector_coefficients(data.As, data.ys, Pi)
+    pc = solutions.projector_coefficients(data.data, Pi)
     assert max(pc.residual_253, pc.residual_254) < 1e-13
     np.testing.assert_allclose(pc.gammas, [1.0, 0.5, -0.25, 0.125], atol=1e-13)
     np.testing.assert_allclose(pc.kappas, 1.0, atol=1e-13)  # 4c
-    broken = solutions.projector_coefficients(np.asarray(data.As) + 0.1 * datasets.breaking_direction("commuting", data.As), data.ys, Pi)
+    broken = solutions.projector_coefficients(datasets.broken_datasets("commuting", data.data, np.array([0.1]))[0], Pi)
     assert broken.residual_254 > 1e-3
 
 
 def test_cor4_linear_network_and_saxe_time():
     lin = datasets.linear_network_dataset(np.array([3.0, 1.5, 0.5]), n_in=4, n_out=3, seed=0)
-    pc = solutions.projector_coefficients(lin.As, lin.ys, lin.projectors)
+    pc = solutions.projector_coefficients(lin.data, lin.projectors)
     assert max(pc.residual_253, pc.residual_254) < 1e-13
     np.testing.assert_allclose(pc.gammas, 2 * np.asarray(lin.s), atol=1e-13)  # gamma = 2 tau
     rho0 = np.full(3, 1e-3)
@@ -241,7 +259,7 @@ def test_riccati_bad_inputs():
     with pytest.raises(ValueError, match="min"):
         datasets.linear_network_dataset(np.ones(4), n_in=3, n_out=5)
     with pytest.raises(ValueError, match="Pi_a Pi_b"):
-        solutions.projector_coefficients(np.eye(2)[None], np.ones(1), np.ones((1, 2, 2)))
+        solutions.projector_coefficients(nqf.NQFData(np.eye(2)[None], np.ones(1)), np.ones((1, 2, 2)))
     lin = datasets.linear_network_dataset(np.array([1.0]), n_in=2, n_out=2)
     with pytest.raises(BAD_INPUT):
         datasets.balanced_init(lin, np.ones(2))

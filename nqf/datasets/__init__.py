@@ -26,4 +26,4 @@ from ._mnist import mnist_odd_even as mnist_odd_even
 from ._general import TeacherData as TeacherData
 from ._general import subspace_inputs as subspace_inputs
 from ._general import teacher_dataset as teacher_dataset
-from ._solvable import broken_stacks as broken_stacks
+from ._solvable import broken_datasets as broken_datasets

@@ -26,6 +26,7 @@ from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import StructureStack
 from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_dataset
 from ._random import orthogonal_features_dataset
 from ._random import random_orthogonal
@@ -170,14 +171,17 @@ def breaking_direction(
     return E * (scale / np.linalg.norm(E, axis=(1, 2), keepdims=True).clip(1e-300))
 
 
-def broken_stacks(
-    kind: str, As: StructureStack, etas: Float[ArrayLike, " n"], **kwargs
-) -> np.ndarray:
-    r"""The data broken by every size in ``etas`` at once: $A_\mu + \eta_i E_\mu$ for each $\eta_i$,
-    with $E_\mu$ from :func:`breaking_direction` (``kind`` and ``kwargs`` as there), stacked as
-    ``(n, m, p, p)`` for a batched flow; ``etas[i] = 0`` gives the unbroken data."""
+def broken_datasets(
+    kind: str, data: NQFData, etas: Float[ArrayLike, " n"], **kwargs
+) -> list[NQFData]:
+    r"""The data broken by every size in ``etas`` at once: $A_\mu + \eta_i E_\mu$ for each $\eta_i$
+    (targets unchanged), with $E_\mu$ from :func:`breaking_direction` (``kind`` and ``kwargs`` as
+    there). One :class:`~nqf.model.NQFData` per $\eta_i$, all of one shape, ready for the batched
+    flow :func:`nqf.dynamics.gradient_flow_batch`; ``etas[i] = 0`` gives the unbroken data."""
+    data = require_data(data)
     etas = np.asarray(etas, dtype=float)
     check_ndim("etas", etas, 1, "perturbation sizes")
     check_finite("etas", etas)
-    E = breaking_direction(kind, As, **kwargs)
-    return np.asarray(As, dtype=float)[None] + etas[:, None, None, None] * E[None]
+    E = breaking_direction(kind, data.As, **kwargs)
+    A = np.asarray(data.As, dtype=float)
+    return [NQFData(A + eta * E, data.ys, gs=data.gs, Bs=data.Bs, f0=data.f0) for eta in etas]
