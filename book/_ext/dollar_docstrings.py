@@ -1,20 +1,34 @@
-"""Sphinx extension: make the plain-text math of nqf docstrings safe for reStructuredText.
+"""Sphinx extension: render the plain-text math of nqf docstrings.
 
 The nqf docstrings carry the paper's equations in dollar notation and write
-norms as ``|x|`` (readable in ``help()`` and in editors). The dollar math itself
-is typeset by ``sphinx-math-dollar`` (``_config.yml``), which turns ``$...$``
-into math nodes *after* reStructuredText has parsed the docstring, so a formula
-may span a line break. Two characters would be eaten by that parse first: ``|``
-(a substitution reference) and ``*`` (emphasis). This hook, run on every
-docstring after napoleon, protects them:
+norms as ``|x|`` (readable in ``help()`` and in editors). autodoc hands
+docstrings to reStructuredText, which has no dollar math and reads ``|x|`` as
+a substitution reference, so this hook rewrites each docstring after napoleon:
 
-* inside ``$...$`` / ``$$...$$``: ``|`` becomes ``\\vert{}`` (``\\|`` stays a
-  norm) and a bare ``*`` becomes ``\\ast{}``;
+* ``$x$`` becomes ``:math:`x```, also when the formula spans a line break
+  (the line break becomes a space); a ``$$...$$`` block becomes a
+  ``.. math::`` directive;
 * outside math and ``literals``, a ``|`` followed by a non-blank character is
-  escaped (table and line-block syntax, ``| `` followed by a blank, is kept).
+  escaped (table and line-block syntax, ``| `` followed by a blank, is kept);
+* the "Alias for field number N" docstrings that ``NamedTuple`` gives fields
+  without a ``#:`` comment are dropped (they say nothing to a reader);
+* before napoleon, a colon in the one-line docstring of an attribute is
+  replaced by a ratio sign, so that napoleon does not read the text before it
+  as the attribute's type ("max |H_ij| (Eq. 54: 0)" is a description).
 
-It does not convert the math (``sphinx-math-dollar`` does). Double-backtick
-literals and ``\\$`` are left alone.
+A ``missing-reference`` handler resolves cross-references the way a reader
+means them: ``nqf.nqf_sgd`` (a top-level name) to the room that documents it
+(``nqf.dynamics.nqf_sgd``), and an unqualified ``TABLE1`` to the one documented
+object of that name.
+
+Why not ``sphinx-math-dollar``: it finds ``$...$`` *after* reStructuredText has
+parsed the docstring, and by then the math is already damaged: ``x_\\mu`` is read
+as a hyperlink reference ("Unknown target name: x"), ``|x|`` as a substitution,
+``*`` as emphasis. Protecting those characters needs a pass over the raw
+docstring that finds the math anyway, and that pass can emit ``:math:`` roles
+directly, which is what this extension does.
+
+Double-backtick literals and ``\\$`` are left alone.
 """
 
 from __future__ import annotations
@@ -28,13 +42,7 @@ _TOKEN = re.compile(
     re.S,
 )
 _PIPE = re.compile(r"(?<!\\)\|(?=\S)")
-_MATH_PIPE = re.compile(r"(?<!\\)\|")
-_MATH_STAR = re.compile(r"(?<!\\)\*")
-
-
-def _protect_math(body: str) -> str:
-    body = _MATH_PIPE.sub(r"\\vert{}", body)
-    return _MATH_STAR.sub(r"\\ast{}", body)
+_ALIAS = re.compile(r"^Alias for field number \d+$")
 
 
 def convert(text: str) -> str:
@@ -46,20 +54,71 @@ def convert(text: str) -> str:
         if m.group("literal"):
             out.append(m.group("literal"))
         elif m.group("display"):
-            out.append("$$" + _protect_math(m.group("dbody")) + "$$")
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            indent = re.match(r"[ \t]*", text[line_start:]).group(0)
+            body = " ".join(m.group("dbody").split())
+            out.append(f"\n\n{indent}.. math::\n\n{indent}   {body}\n\n{indent}")
         else:
-            out.append("$" + _protect_math(m.group("ibody")) + "$")
+            body = " ".join(m.group("ibody").split())
+            before = text[m.start() - 1] if m.start() > 0 else " "
+            after = text[m.end()] if m.end() < len(text) else " "
+            pre = "" if before.isspace() or before in "([{'\"" else "\\ "
+            post = "" if after.isspace() or after in ".,;:!?)]}'\"-" else "\\ "
+            out.append(f"{pre}:math:`{body}`{post}")
         pos = m.end()
     out.append(_PIPE.sub(r"\\|", text[pos:]))
     return "".join(out)
 
 
 def _process(app, what, name, obj, options, lines):
+    if len([ln for ln in lines if ln.strip()]) == 1 and _ALIAS.match(lines[0].strip()):
+        lines[:] = []
+        return
     if not any("$" in ln or "|" in ln for ln in lines):
         return
     lines[:] = [ln.rstrip() for ln in convert("\n".join(lines)).split("\n")]
 
 
+def _attribute_colon(app, what, name, obj, options, lines):
+    text = [i for i, ln in enumerate(lines) if ln.strip()]
+    if what in ("attribute", "data", "property") and len(text) == 1 and ":" in lines[text[0]]:
+        lines[text[0]] = lines[text[0]].replace(":", "\u2236")
+
+
+_ROOMS = ("architectures", "structure", "model", "dynamics", "solutions", "datasets", "pipeline")
+
+
+def _resolve(app, env, node, contnode):
+    """Resolve ``nqf.X`` through the room that re-exports X, and unique unqualified names."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    domain = env.get_domain("py")
+    candidates: list[str] = []
+    if target.startswith("nqf.") and target.count(".") == 1:
+        import importlib
+
+        name = target.split(".", 1)[1]
+        for room in _ROOMS:
+            try:
+                mod = importlib.import_module(f"nqf.{room}")
+            except ImportError:
+                continue
+            if hasattr(mod, name):
+                candidates.append(f"nqf.{room}.{name}")
+    elif target and "." not in target and not target.startswith("~"):
+        candidates = [full for full in domain.objects if full.startswith("nqf.") and full.endswith("." + target)]
+        if len(candidates) != 1:
+            return None
+    for cand in candidates:
+        ref = domain.resolve_xref(env, node.get("refdoc"), app.builder, node.get("reftype"), cand, node, contnode)
+        if ref is not None:
+            return ref
+    return None
+
+
 def setup(app):
+    app.connect("autodoc-process-docstring", _attribute_colon, priority=400)
     app.connect("autodoc-process-docstring", _process, priority=600)
+    app.connect("missing-reference", _resolve)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "2"}

@@ -44,7 +44,7 @@ class Architecture(eqx.Module):
     stored in a field (an activation, an expert) are compared by identity and
     are assumed pure, as ``jax.jit`` assumes of the functions it compiles.
 
-    Interface (every subclass):
+    Attributes:
         name: short human-readable name (used in figure labels).
         p: parameters per neuron (rows of ``W``).
         apply: ``apply(W, x)``, ``W`` of shape ``(p, d)`` for any width ``d``.

@@ -1,0 +1,85 @@
+"""Launch (Binder, Colab) and download links: one repository address, files that exist.
+
+``_config.yml``'s ``repository`` is the one place that names the repository
+(README, "Where the book lives"). These tests check that every chapter opens with
+the Colab-only install cell pointing at that address, and build a one-chapter book
+with the real configuration to check the launch links Jupyter Book makes from it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_site  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
+
+
+def _install_cell(nb: dict) -> str:
+    first = nb["cells"][0]
+    assert first["cell_type"] == "code", "a chapter opens with the Colab install cell"
+    return "".join(first["source"])
+
+
+def test_repository_is_named_once_in_config():
+    url, branch = check_site.repository_url()
+    assert url.startswith("https://github.com/") and url.count("/") == 4, url
+    assert branch
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert cfg["launch_buttons"]["colab_url"] and cfg["launch_buttons"]["binderhub_url"]
+    assert cfg["repository"]["path_to_book"] == ""  # links name notebooks/chNN.ipynb of the repository
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_opens_with_colab_only_install_of_the_configured_repository(path):
+    url, branch = check_site.repository_url()
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    src = _install_cell(nb)
+    assert 'if "google.colab" in sys.modules:' in src  # does nothing outside Colab
+    assert f"git+{url}@{branch}" in src, f"{path.name}: install cell does not use {url}@{branch}"
+    assert "remove-cell" in nb["cells"][0].get("metadata", {}).get("tags", [])
+    # and it really is inert here: executing it neither fails nor installs anything
+    code = compile(src, path.name, "exec")
+    exec(code, {"__name__": "__not_colab__"})
+
+
+def test_built_launch_and_download_links(tmp_path):
+    """Build a one-chapter book with the real _config.yml and check its links (about 20 s)."""
+    stage = tmp_path / "stage"
+    (stage / "book").mkdir(parents=True)
+    (stage / "notebooks").mkdir()
+    shutil.copy2(ROOT / "_config.yml", stage / "_config.yml")
+    shutil.copy2(ROOT / "book" / "references.bib", stage / "book" / "references.bib")
+    (stage / "book" / "intro.md").write_text("# Intro\n", encoding="utf-8")
+    stem = CHAPTERS[0].stem
+    nb = {"cells": [{"cell_type": "markdown", "id": "t", "metadata": {}, "source": ["# A chapter\n"]}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (stage / "notebooks" / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    toc = {"format": "jb-book", "root": "book/intro",
+           "parts": [{"caption": "Chapters", "chapters": [{"file": f"notebooks/{stem}"}]}]}
+    (stage / "book" / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
+    cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
+    cfg["sphinx"]["config"]["nitpicky"] = False  # no API page here
+    cfg["sphinx"].pop("local_extensions", None)
+    (stage / "_config.yml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(stage),
+         "--path-output", str(out), "--builder", "html", "--toc", str(stage / "book" / "_toc.yml"),
+         "--config", str(stage / "_config.yml")],
+        capture_output=True, text=True, cwd=stage, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    site = out / "_build" / "html"
+    problems = [p for p in check_site.check_launch_links(site) if stem in p]
+    assert not problems, "\n".join(problems)
