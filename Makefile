@@ -9,12 +9,13 @@ STAMP       := $(VENV)/.nqf-installed
 RUNNER_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: venv test book quick-book bench clean help
+.PHONY: venv test book quick-book check-site bench clean help
 
 help:
 	@echo "make book        execute every chapter at full fidelity and build _build/html"
 	@echo "make test        unit tests + every chapter at quick fidelity"
 	@echo "make quick-book  site at quick fidelity in _build/html-quick"
+	@echo "make check-site  quick site in headless Chromium, network off (screenshots in _build/site-check)"
 	@echo "make bench       measure chapter times and make test/make book (writes _build/output/benchmarks.json)"
 	@echo "make venv        create/refresh .venv from requirements-lock.txt"
 	@echo "make clean       remove _build and caches (keeps .venv)"
@@ -35,6 +36,17 @@ book: venv
 
 quick-book: venv
 	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
+
+# The quick site as a reader's browser sees it, with the network off: every page loads
+# without console errors, images load, math is typeset, no build paths, links resolve
+# (tests/site/check_site.py). Installs Debian's chromium when it is missing; it is driven
+# over the DevTools protocol (websocket-client), so no chromedriver is needed.
+SUDO := $(shell test "$$(id -u)" -eq 0 || echo sudo)
+check-site: venv
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
+	$(PY) tests/site/check_site.py --site _build/html-quick --out _build/site-check
 
 bench: venv
 	$(PY) benchmarks/bench_book.py
