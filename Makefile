@@ -26,6 +26,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml requirements-lock.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -c requirements-lock.txt -e ".[dev]"
+	$(PY) -m ipykernel install --sys-prefix
 	@touch $@
 
 test: venv

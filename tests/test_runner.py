@@ -196,7 +196,8 @@ def test_passing_chapter_then_cache_then_staleness(tmp_repo):
     executed = nbformat.read(tmp_repo / f"_build/executed/quick/{CH01}.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and 'fidelity = "quick"' in injected[0].source
-    assert str(tmp_repo / "_build" / "output" / "quick") in injected[0].source  # absolute out_dir
+    assert 'out_dir = "../_build/output/quick"' in injected[0].source  # relative: no machine path on the page
+    assert str(tmp_repo) not in (tmp_repo / f"_build/executed/quick/{CH01}.ipynb").read_text()
     timings = json.loads((tmp_repo / "_build/output/quick/timings.json").read_text())
     assert timings["chapters"][CH01]["seconds"] > 0 and timings["chapters"][CH01]["cached"] is False
 
@@ -235,8 +236,9 @@ def test_failed_claim_names_chapter_and_claim(tmp_repo):
     assert "this one holds" not in p.stderr
     assert not (tmp_repo / "_build/executed/quick/ch03_bad_claim.ipynb").exists()
     assert (tmp_repo / "_build/executed/quick/failed/ch03_bad_claim.ipynb").exists()
-    data = json.loads((tmp_repo / "_build/output/quick/claims/ch03.json").read_text())
+    data = json.loads((tmp_repo / "_build/executed/quick/failed/ch03_bad_claim/claims/ch03.json").read_text())
     assert data["n_failed"] == 1
+    assert not (tmp_repo / "_build/output/quick/claims/ch03.json").exists()  # no good outputs to keep
     timings = json.loads((tmp_repo / "_build/output/quick/timings.json").read_text())
     assert timings["chapters"]["ch03_bad_claim"]["status"] == "failed"
 
@@ -340,3 +342,265 @@ def test_intro_links_exactly_the_published_chapters():
     linked = set(re.findall(r"\(\.\./(notebooks/ch\w+)\.ipynb\)", intro))
     published = {d for d in runner.toc_documents(ROOT) if d.startswith("notebooks/")}
     assert linked == published, "book/intro.md's chapter table and book/_toc.yml disagree"
+
+
+# ------------------------------------------ issue 13: holes of the runner
+MINI_TOC = """format: jb-book
+root: book/intro
+chapters:
+  - file: notebooks/ch01_mini
+"""
+
+
+@pytest.fixture
+def mini_repo(tmp_repo):
+    """``tmp_repo`` with a one-chapter book (intro + ch01_mini): a fast site build."""
+    (tmp_repo / "book" / "_toc.yml").write_text(MINI_TOC)
+    (tmp_repo / "book" / "intro.md").write_text("# Mini book\n\nOne chapter: {doc}`../notebooks/ch01_mini`.\n")
+    make_notebook(tmp_repo / "notebooks" / "ch01_mini.ipynb", PASSING)
+    return tmp_repo
+
+
+def _procs_under(path: Path) -> list[str]:
+    """Live processes whose command line or working directory mentions ``path`` (Linux /proc)."""
+    hits = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (str(path) in cmd or cwd.startswith(str(path))):
+            hits.append(f"{pid}: {cmd[:200]}")
+    return hits
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _start(repo: Path, *args: str) -> subprocess.Popen:
+    env = os.environ.copy()
+    env.pop("PYTHONPATH", None)
+    return subprocess.Popen([sys.executable, "-m", "nqf.pipeline.runner", "--root", str(repo), *args],
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("value", ["2.5", "nan", "inf", "0", "-1", "ten"])
+def test_cell_timeout_takes_a_positive_integer_or_refuses(tmp_repo, value):
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", PASSING)
+    p = run(tmp_repo, "--fidelity", "quick", "--cell-timeout", value)
+    assert p.returncode == 2, out(p)
+    assert "--cell-timeout" in p.stderr and "positive integer" in p.stderr and repr(value) in p.stderr
+    assert not (tmp_repo / "_build").exists()  # refused before anything ran or moved
+
+
+def test_cell_timeout_python_api():
+    for bad in (2.5, 0, -1, True, float("inf"), "60"):
+        with pytest.raises((ValueError, TypeError), match="cell_timeout"):  # TypeError: the test-time type checker
+            runner.run_chapter(ROOT, CHAPTERS[0], "quick", cell_timeout=bad)
+    assert runner.positive_int("60") == 60
+
+
+def test_normalise_executed_is_a_function_of_the_outputs():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"start_time": "t0", "end_time": "t1", "duration": 3.0, "input_path": "/home/x",
+                                "output_path": "/home/y", "parameters": {"fidelity": "quick"}}
+    nb.metadata["widgets"] = {"state": {"id": 1}}
+    cell = nbformat.v4.new_code_cell("print(1); print(2)")
+    cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
+    cell.metadata["papermill"] = {"duration": 0.1}
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="1\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="  3%|▎ | 1/30 [00:01<00:30, 1.00it/s]"),
+        nbformat.v4.new_output("stream", name="stdout", text="2\n"),
+        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "a1"},
+                                                     "text/plain": "HBox()"}),
+        nbformat.v4.new_output("stream", name="stdout", text="3\n"),
+    ]
+    nb.cells = [cell]
+    runner.normalise_executed(nb)
+    assert [o["text"] for o in nb.cells[0].outputs] == ["1\n2\n3\n"]
+    assert nb.cells[0].metadata == {}
+    assert nb.metadata["papermill"] == {"parameters": {"fidelity": "quick"}}
+    assert "widgets" not in nb.metadata
+
+
+SPLIT_STDOUT = [
+    "import sys, time\n"
+    "for i in range(40):\n"
+    "    print(f'line {i}', flush=True)\n"
+    "    print(f'progress {i}', file=sys.stderr, flush=True)\n"
+    "    time.sleep(0.005 * (i % 3))",
+]
+
+
+def test_same_inputs_give_byte_identical_executed_notebooks(tmp_repo):
+    """Two executions: identical bytes although the kernel splits its stdout differently each time."""
+    nb = make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", SPLIT_STDOUT + PASSING)
+    executed = tmp_repo / "_build" / "executed" / "quick" / nb.name
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    first = executed.read_bytes()
+    p = run(tmp_repo, "--fidelity", "quick", "--force")
+    assert p.returncode == 0, out(p)
+    assert executed.read_bytes() == first
+    cell = nbformat.reads(first.decode(), as_version=4).cells[3]
+    assert [o["name"] for o in cell.outputs] == ["stdout"] and cell.outputs[0]["text"].count("line") == 40
+    text = first.decode()
+    assert "start_time" not in text and "iopub" not in text and str(tmp_repo) not in text
+
+
+def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo):
+    """The tamper test: edit an executed notebook, then run / build."""
+    executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
+    chapters = runner.discover_chapters(mini_repo)
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+    assert runner.verify_executed(mini_repo, chapters[0], "quick")[0] == executed.read_bytes()
+
+    def tamper():
+        nb = nbformat.read(executed, as_version=4)
+        nb.cells.append(nbformat.v4.new_markdown_cell("TAMPERED: 42 of 2 claims pass"))
+        nbformat.write(nb, executed)
+
+    # the site build refuses it (checked before jupyter-book starts)
+    tamper()
+    content, reason = runner.verify_executed(mini_repo, chapters[0], "quick")
+    assert content is None and "modified after the runner wrote it" in reason
+    ok, msg, _ = runner.build_site(mini_repo, "quick", chapters, log=lambda *a: None)
+    assert not ok and "ch01_mini" in msg and "modified after the runner wrote it" in msg
+    assert not (mini_repo / "_build" / "html-quick").exists()
+
+    # the runner calls it stale and re-executes it
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    assert "up to date" not in p.stdout and "ok, 2 claims hold" in p.stdout
+    assert "TAMPERED" not in executed.read_text()
+    assert runner.verify_executed(mini_repo, chapters[0], "quick")[0] is not None
+
+    # a changed source makes the executed notebook stale for the site build too
+    make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", PASSING + ["pass"])
+    content, reason = runner.verify_executed(mini_repo, chapters[0], "quick")
+    assert content is None and "other inputs" in reason
+
+
+def test_failed_run_keeps_the_last_good_outputs_and_names_the_source_cell(mini_repo):
+    nb_path = mini_repo / "notebooks" / "ch01_mini.ipynb"
+    executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
+    claims = mini_repo / "_build" / "output" / "quick" / "claims" / "ch01.json"
+    figure = mini_repo / "_build" / "output" / "quick" / "figures" / "ch01" / "dummy.png"
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    good = executed.read_bytes(), claims.read_bytes(), figure.read_bytes()
+
+    # --force with a broken cell: the error names the SOURCE cell; the good outputs stay
+    make_notebook(nb_path, PASSING[:1] + ["x = 1", "y = 1 / 0"] + PASSING[1:])
+    p = run(mini_repo, "--fidelity", "quick", "--force")
+    assert p.returncode == 1, out(p)
+    src = nbformat.read(nb_path, as_version=4)
+    assert src.cells[4].source == "y = 1 / 0"
+    assert "source cell 4 " in p.stderr and 'starting "y = 1 / 0"' in p.stderr, p.stderr
+    assert "ZeroDivisionError" in p.stderr and "last good outputs" in p.stderr
+    assert (executed.read_bytes(), claims.read_bytes(), figure.read_bytes()) == good
+    assert (mini_repo / "_build/executed/quick/failed/ch01_mini.ipynb").is_file()
+    assert not (mini_repo / "_build/executed/quick/.previous/ch01_mini").exists()
+    # the kept outputs are not "up to date": no record, so they are neither cached nor published
+    assert runner.verify_executed(mini_repo, runner.discover_chapters(mini_repo)[0], "quick")[0] is None
+    make_notebook(nb_path, PASSING)
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+    assert not (mini_repo / "_build/executed/quick/failed/ch01_mini.ipynb").exists()
+
+
+SLEEPER = [
+    "import pathlib, time\n"
+    "pathlib.Path(out_dir, 'started').write_text('yes')\n"
+    "time.sleep(600)",
+]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_interrupted_chapter_ends_its_kernel_and_keeps_the_last_good_outputs(mini_repo, sig):
+    import signal
+
+    executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
+    claims = mini_repo / "_build" / "output" / "quick" / "claims" / "ch01.json"
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    good = executed.read_bytes(), claims.read_bytes()
+    make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", SLEEPER + PASSING)
+    proc = _start(mini_repo, "--fidelity", "quick")
+    started = mini_repo / "_build" / "output" / "quick" / "started"
+    try:
+        _wait_for(started.exists, 300, "the kernel to start the sleeping cell")
+        proc.send_signal(getattr(signal, sig))
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + getattr(signal, sig), stdout + stderr
+    assert f"interrupted by {sig}" in stderr
+    _wait_for(lambda: not _procs_under(mini_repo), 10, "the kernel to end")
+    assert (executed.read_bytes(), claims.read_bytes()) == good
+    assert not (mini_repo / "_build/executed/quick/.previous/ch01_mini").exists()
+
+
+def test_interrupted_site_build_then_build(mini_repo):
+    """The interrupt test: SIGTERM mid-build (jupyter-book running), then a build, then a rebuild."""
+    import signal
+
+    site = mini_repo / "_build" / "html-quick"
+    site.mkdir(parents=True)
+    (site / "sentinel.html").write_text("last good site")
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    build = mini_repo / "_build"
+
+    proc = _start(mini_repo, "--fidelity", "quick", "--build")
+    try:
+        _wait_for(lambda: any(build.glob(".site-*")) and any("jupyter_book" in h for h in _procs_under(mini_repo)),
+                  300, "jupyter-book to start")
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert "interrupted by SIGTERM" in stderr and "previous site is unchanged" in stderr
+    _wait_for(lambda: not _procs_under(mini_repo), 10, "jupyter-book's process group to end")
+    assert not list(build.glob(".site-*")), "temporary build left behind"
+    assert (site / "sentinel.html").read_text() == "last good site"
+
+    # a kill -9 between the two renames of the swap, and a stale temporary: repaired by a run of any kind
+    os.rename(site, build / "html-quick.old")
+    stale = build / ".site-stale"
+    stale.mkdir()
+    os.utime(stale, (0, 0))
+    p = run(mini_repo, "--fidelity", "quick")
+    assert p.returncode == 0, out(p)
+    assert "restored _build/html-quick" in p.stdout and (site / "sentinel.html").is_file()
+    assert not stale.exists() and not (build / "html-quick.old").exists()
+
+    p = run(mini_repo, "--fidelity", "quick", "--build")
+    assert p.returncode == 0, out(p)
+    assert (site / "index.html").is_file() and not (site / "sentinel.html").exists()
+    assert not list(build.glob(".site-*")) and not (build / "stage" / "quick").exists()
+
+    # the same commit, built again from a fresh execution: byte-identical pages
+    first = {p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
+    p = run(mini_repo, "--fidelity", "quick", "--build", "--force")
+    assert p.returncode == 0, out(p)
+    second = {p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
+    assert sorted(first) == sorted(second)
+    differ = [str(k) for k in first if first[k] != second[k]]
+    assert not differ, f"pages differ between two builds of the same inputs: {differ}"
