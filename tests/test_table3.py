@@ -18,7 +18,7 @@ from nqf.architectures import Architecture, custom_architecture  # noqa: E402
 from nqf.architectures import bilinear_sequence_regression
 from nqf.architectures import linear_ssl_augmentation, matrix_completion, psd_matrix_sensing, quadratic_network, rectangular_matrix_sensing, word_context_embedding
 from nqf.architectures import TABLE3, Table3Row, to_nqf_weights
-from nqf.structure import check_row  # noqa: E402
+from nqf.structure import check_theorem1  # noqa: E402
 from helpers import BAD_INPUT
 
 ROWS = {row.key: row for row in TABLE3}
@@ -50,10 +50,10 @@ def test_registry_has_the_seventeen_rows():
 def test_closed_form_matches_autodiff_and_remainder_order(key):
     row = ROWS[key]
     arch = row.build()
-    c = check_row(arch, _sample(arch, 1), seed=2, rays=1, scales=SCALES)
-    assert c.rel_error <= 1e-10
-    assert c.A_closed.shape == c.A_autodiff.shape == (arch.p, arch.p)
-    assert np.linalg.norm(c.A_closed) > 0
+    c = check_theorem1(arch, _sample(arch, 1), seed=2, rays=1, scales=SCALES)
+    assert c.closed_form_error <= 1e-10
+    assert c.A.shape == c.A_autodiff.shape == (arch.p, arch.p)
+    assert np.linalg.norm(c.A) > 0
     assert max(c.grad_norm, c.cross_block, c.diag_spread, c.permutation_residual) <= 1e-12
     if row.exact:
         assert c.relative_remainder <= 1e-12 and np.all(np.isnan(c.slopes))
@@ -66,11 +66,11 @@ def test_vector_readout_gives_one_matrix_per_output(make):
     c2 = jnp.array([[0.3, -1.0], [1.2, 0.4], [-0.7, 0.9]])
     arch = make(3, 5, 4, c=c2)
     x = _sample(arch, 4)
-    chk = check_row(arch, x, rays=1, scales=SCALES)
-    assert arch.outputs == 2 and chk.A_closed.shape == (2, arch.p, arch.p)
-    assert chk.rel_error <= 1e-10
+    chk = check_theorem1(arch, x, rays=1, scales=SCALES)
+    assert arch.outputs == 2 and chk.A.shape == (2, arch.p, arch.p)
+    assert chk.closed_form_error <= 1e-10
     for m in range(2):  # output m is the scalar module with readout c[:, m]
-        np.testing.assert_allclose(chk.A_closed[m], make(3, 5, 4, c=c2[:, m]).structure(x), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(chk.A[m], make(3, 5, 4, c=c2[:, m]).structure(x), rtol=1e-13, atol=1e-15)
 
 
 # ---------------------------------------------------------- explicit closed forms
@@ -139,7 +139,7 @@ def test_columns_of_a_rows_matrix_are_not_neurons():
         return jnp.sum((1.0 + jnp.arange(W.shape[1])) * (W.T @ (x[0] - x[1])) ** 2)
 
     arch = custom_architecture("weighted", 4, weighted, ssl.structure, ssl.sample_input, "not symmetric")
-    c = check_row(arch, x, rays=1, scales=SCALES)
+    c = check_theorem1(arch, x, rays=1, scales=SCALES)
     assert c.permutation_residual > 1e-3 and c.diag_spread > 1e-3
 
 
@@ -215,14 +215,14 @@ def test_check_row_rejects_bad_arguments():
     arch = quadratic_network(3)
     x = jnp.ones(3)
     with pytest.raises(BAD_INPUT, match="arch"):
-        check_row(lambda W, x: 0.0, x)
+        check_theorem1(lambda W, x: 0.0, x)
     with pytest.raises(ValueError, match="`rays`"):
-        check_row(arch, x, rays=0)
+        check_theorem1(arch, x, rays=0)
     with pytest.raises(ValueError, match="`width`"):
-        check_row(arch, x, width=1)
+        check_theorem1(arch, x, width=1)
     with pytest.raises(ValueError, match="`scales`"):
-        check_row(arch, x, scales=np.array([1e-2]))
+        check_theorem1(arch, x, scales=np.array([1e-2]))
     with pytest.raises(ValueError, match="`x` must be finite"):
-        check_row(arch, jnp.array([1.0, jnp.inf, 0.0]))
+        check_theorem1(arch, jnp.array([1.0, jnp.inf, 0.0]))
     with pytest.raises(ValueError, match=r"`x` must have shape \(3\)"):
-        check_row(arch, jnp.ones(4))
+        check_theorem1(arch, jnp.ones(4))

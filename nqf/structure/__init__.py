@@ -1,5 +1,6 @@
 r"""$A(x)$ by autodiff, the Theorem-1 report and check, the expansion and its remainder
-(Thm 1, Eq. 3), and the feed-forward form (Eqs. 17-19).
+(Thm 1, Eq. 3), and the feed-forward form (Eqs. 17-19). Compiled functions are cached by the
+architecture's value, never by a plain callable (which may read mutable state).
 """
 
 from ._autodiff import StructureReport as StructureReport
@@ -18,7 +19,10 @@ from ._feedforward import feedforward_output as feedforward_output
 from ._feedforward import representation as representation
 from ._feedforward import FeedforwardForm as FeedforwardForm
 from ._feedforward import feedforward_form as feedforward_form
-from ._theorem1 import RowCheck as RowCheck
-from ._theorem1 import check_row as check_row
 from ._theorem1 import Theorem1Check as Theorem1Check
 from ._theorem1 import check_theorem1 as check_theorem1
+from ._pytree import NeuronLayout as NeuronLayout
+from ._pytree import neuron_weights as neuron_weights
+from ._pytree import weight_apply as weight_apply
+from ._pytree import pytree_structure_matrix as pytree_structure_matrix
+from ._pytree import pytree_structure_report as pytree_structure_report

@@ -104,6 +104,42 @@ def _input_dtype(name: str, x) -> jnp.dtype:
 _FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
+def _apply_of(module) -> Callable:
+    """The module function ``apply(W, x)`` of an Architecture or a plain callable."""
+    return module.apply if isinstance(module, Architecture) else module
+
+
+def _cacheable(module) -> bool:
+    """True for an Architecture that may be cached by value (hashable, ``cache_by_value``)."""
+    if not (isinstance(module, Architecture) and module.cache_by_value):
+        return False
+    try:
+        hash(module)
+    except TypeError:
+        return False
+    return True
+
+
+@functools.cache
+def _jit_by_value(impl: Callable, n_static: int, fast: bool) -> Callable:
+    return jax.jit(impl, static_argnums=tuple(range(1 + n_static)), compiler_options=_FAST_COMPILE if fast else None)
+
+
+def _compiled(impl: Callable, module, *static, fast: bool = True) -> Callable:
+    """``impl(module, *static, *args)`` compiled, as a function of ``args``.
+
+    An :class:`~nqf.architectures.Architecture` is a hashable value, so the
+    compiled program is cached on its value: rebuilding the same architecture
+    reuses it. A plain callable (or a :class:`~nqf.architectures.CustomArchitecture`)
+    may read mutable state (a global, a closure cell), so it is traced afresh on
+    every call: a cache keyed on the function object would return a stale $A$.
+    """
+    if _cacheable(module):
+        fn = _jit_by_value(impl, len(static), fast)
+        return lambda *args: fn(module, *static, *args)
+    return jax.jit(functools.partial(impl, module, *static), compiler_options=_FAST_COMPILE if fast else None)
+
+
 def _check_call(apply, x, p: int, d: int, dtype):
     """Abstractly evaluate ``apply`` on ``(p, d)`` weights; return the output size (``None`` = scalar).
 
@@ -131,35 +167,34 @@ def _taylor_steps(dtype) -> np.ndarray:
     return np.array([h, h / 2, -h, -h / 2])
 
 
-@functools.lru_cache(maxsize=128)
-def _probe(apply):
-    """One jitted pass over all the autodiff quantities of :func:`structure_report`.
+def _probe(module, W0, key, x, W_extra):
+    """One compiled pass over all the autodiff quantities of :func:`structure_report`.
 
     Returns the value, gradient and Hessian at 0; the values at a random $W$
     and at two neuron permutations of it (Def. 1); the gradients at
     $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (smoothness) and at
-    $W$ with neuron 1 zeroed (Property 1); and $V$.
+    $W$ with neuron 1 zeroed (Property 1); $V$; and the values at the extra
+    points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.check_theorem1`),
+    all in one vmapped evaluation of the module.
     """
+    apply = _apply_of(module)
 
     def F(W, x):
         return jnp.reshape(apply(W, x), (-1,))
 
-    def run(W0, key, x):
-        p, d = W0.shape
-        k_w, k_v = jax.random.split(key)
-        W = 0.5 * jax.random.normal(k_w, (p, d), W0.dtype)
-        V = jax.random.normal(k_v, (p, d), W0.dtype)
-        V = V / jnp.linalg.norm(V)
-        perms = (np.roll(np.arange(d), 1), np.r_[1, 0, np.arange(2, d)])
-        W_values = jnp.stack([W0, W] + [W[:, q] for q in perms])
-        steps = jnp.asarray(_taylor_steps(W0.dtype), W0.dtype)
-        W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V, W.at[:, 0].set(0.0)[None]])
-        jac = jax.jacrev(F)
-        f_pts = jax.vmap(F, in_axes=(0, None))(W_values, x)
-        J_pts = jax.vmap(jac, in_axes=(0, None))(W_grads, x)
-        return f_pts[0], J_pts[0], jax.jacfwd(jac)(W0, x), f_pts[1:], J_pts[1:], V
-
-    return jax.jit(run, compiler_options=_FAST_COMPILE)
+    p, d = W0.shape
+    k_w, k_v = jax.random.split(key)
+    W = 0.5 * jax.random.normal(k_w, (p, d), W0.dtype)
+    V = jax.random.normal(k_v, (p, d), W0.dtype)
+    V = V / jnp.linalg.norm(V)
+    perms = (np.roll(np.arange(d), 1), np.r_[1, 0, np.arange(2, d)])
+    W_values = jnp.concatenate([jnp.stack([W0, W] + [W[:, q] for q in perms]), W_extra.astype(W0.dtype)])
+    steps = jnp.asarray(_taylor_steps(W0.dtype), W0.dtype)
+    W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V, W.at[:, 0].set(0.0)[None]])
+    jac = jax.jacrev(F)
+    f_pts = jax.vmap(F, in_axes=(0, None))(W_values, x)
+    J_pts = jax.vmap(jac, in_axes=(0, None))(W_grads, x)
+    return f_pts[0], J_pts[0], jax.jacfwd(jac)(W0, x), f_pts[1:4], J_pts[1:], V, f_pts[4:]
 
 
 def structure_report(
@@ -191,16 +226,23 @@ def structure_report(
         key: PRNG key for the random points (default ``PRNGKey(0)``).
         rtol: tolerance relative to the derivative scale (default $10^3\epsilon$).
     """
+    return _report(module, x, p, d=d, key=key, rtol=rtol)[0]
+
+
+def _report(module, x, p, *, d, key, rtol, W_extra=None) -> tuple[StructureReport, np.ndarray]:
+    """:func:`structure_report`, and the module's values at ``W_extra`` from the same compiled pass."""
     apply, p = _resolve(module, p)
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"`d` must be an int >= 2 (cross-neuron blocks need two neurons); got {d!r}.")
+    d = int(d)
     dtype = _input_dtype("x", x)
     outputs = _check_call(apply, x, p, d, dtype)
+    W_extra = np.zeros((0, p, d)) if W_extra is None else W_extra
     eps = float(jnp.finfo(dtype).eps)
     rtol = 1e3 * eps if rtol is None else rtol
     key = jax.random.PRNGKey(0) if key is None else key
-    out = _probe(apply)(jnp.zeros((p, d), dtype), key, x)
-    f0, J0, H0, f_pts, J_pts, V = (np.asarray(a, np.float64) for a in out)
+    out = _compiled(_probe, module)(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
+    f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)
     steps = _taylor_steps(dtype)
 
     blocks = np.transpose(H0, (0, 2, 4, 1, 3))  # (o, d, d, p, p): blocks[:, i, j] = H_ij
@@ -236,7 +278,7 @@ def structure_report(
             ratio = min(ratio, res[i] / max(res[i + 1], 1e-300))
     ratio = ratio if finite else float("nan")
     squeeze = (lambda a: jnp.asarray(a[0], dtype)) if outputs is None else (lambda a: jnp.asarray(a, dtype))
-    return StructureReport(
+    report = StructureReport(
         A=squeeze(A), g=squeeze(g), B=squeeze(B), f0=squeeze(np.asarray(f0)),
         max_cross_block=max_cross, diag_block_spread=diag_spread, cross_block_spread=cross_spread,
         grad_norm=float(np.linalg.norm(g)), grad_spread=grad_spread,
@@ -245,6 +287,7 @@ def structure_report(
         permutation_symmetric=symmetric, finite=finite, smooth_at_zero=bool(finite and ratio >= 3.0),
         scale=scale, tol=float(tol), p=p, d=int(d),
     )
+    return report, f_extra
 
 
 def structure_matrix(
@@ -288,8 +331,11 @@ def structure_matrix(
     return rep.A
 
 
-def _autodiff_structure(apply, x, p: int, d: int) -> Array:
-    """$A = \\tfrac12(H_{11} - H_{12})$ from the first two neurons only (traceable)."""
+def _autodiff_structure(module, p: int, d: int, batched: bool, x) -> Array:
+    """$A = \\tfrac12(H_{11} - H_{12})$ from the first two neurons only (traceable; vmapped over ``x`` if batched)."""
+    if batched:
+        return jax.vmap(lambda xi: _autodiff_structure(module, p, d, False, xi))(x)
+    apply = _apply_of(module)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(x), float)
     rest = jnp.zeros((p, d - 2), dtype)
     F = lambda w12: apply(jnp.concatenate([w12, rest], axis=1), x)  # noqa: E731
@@ -298,17 +344,9 @@ def _autodiff_structure(apply, x, p: int, d: int) -> Array:
     return 0.5 * (A + jnp.swapaxes(A, -1, -2))
 
 
-@functools.lru_cache(maxsize=128)
-def _autodiff_fn(apply, p: int, d: int, batched: bool):
-    """Jitted (and cached) autodiff structure matrix, for one input or a batch."""
-    fn = lambda x: _autodiff_structure(apply, x, p, d)  # noqa: E731
-    return jax.jit(jax.vmap(fn) if batched else fn, compiler_options=_FAST_COMPILE)
-
-
-@functools.lru_cache(maxsize=128)
-def _closed_fn(structure, batched: bool):
-    """Jitted (and cached) closed-form structure matrix, for one input or a batch."""
-    return jax.jit(jax.vmap(structure)) if batched else jax.jit(structure, compiler_options=_FAST_COMPILE)
+def _closed_structure(arch, batched: bool, x) -> Array:
+    """The architecture's closed form $A(x)$ (vmapped over ``x`` if batched)."""
+    return jax.vmap(arch.structure)(x) if batched else arch.structure(x)
 
 
 def structure_stack(
@@ -343,8 +381,8 @@ def structure_stack(
     if method == "closed" and not isinstance(arch_or_module, Architecture):
         raise ValueError("method='closed' needs an Architecture (a plain module has no closed form).")
     if method in ("closed", "auto") and isinstance(arch_or_module, Architecture):
-        return _closed_fn(arch_or_module.structure, True)(xs)
-    return _autodiff_fn(apply, p, d, True)(xs)
+        return _compiled(_closed_structure, arch_or_module, True, fast=False)(xs)
+    return _compiled(_autodiff_structure, arch_or_module, p, int(d), True)(xs)
 
 
 def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
@@ -355,7 +393,8 @@ def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
     if not isinstance(arch, Architecture):
         raise ValueError(f"`arch` must be an Architecture; got {type(arch).__name__}.")
     _input_dtype("x", x)
-    return relative_error(_closed_fn(arch.structure, False)(x), _autodiff_fn(arch.apply, arch.p, d, False)(x))
+    closed = _compiled(_closed_structure, arch, False)(x)
+    return relative_error(closed, _compiled(_autodiff_structure, arch, arch.p, int(d), False)(x))
 
 
 def relative_error(closed, auto) -> float:

@@ -1,0 +1,153 @@
+"""Architectures are values: rebuilding one and recomputing its A on new inputs compiles nothing.
+
+Compilations are counted with a ``jax.monitoring`` listener on the lowering
+event (``/jax/core/compile/jaxpr_to_mlir_module_duration``): it fires on every
+miss of jax's in-memory compilation cache, whether or not the persistent cache
+(tests/conftest.py) then supplies the executable. This is the pattern of
+optax's ``test_utils.log_compilations``.
+"""
+
+import contextlib
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import nqf  # noqa: E402
+from nqf.architectures import TABLE1, TABLE3, table1_architectures  # noqa: E402
+from nqf.architectures import custom_architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
+from nqf.structure import structure_error, structure_matrix, structure_stack  # noqa: E402
+from helpers import BAD_INPUT  # noqa: E402
+
+LOWERING = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+
+
+@contextlib.contextmanager
+def count_compilations():
+    """Yield a list that collects one entry per compilation (lowering) inside the block."""
+    seen: list[float] = []
+
+    def listener(event: str, duration: float, **_) -> None:
+        if event == LOWERING:
+            seen.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def _inputs(arch, seed, m=None):
+    if m is None:
+        return arch.sample_input(jax.random.PRNGKey(seed))
+    xs = [arch.sample_input(k) for k in jax.random.split(jax.random.PRNGKey(seed), m)]
+    return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *xs)
+
+
+def _everything(make, seed):
+    """Build the architecture and compute its A every way nqf offers, on inputs drawn from ``seed``."""
+    arch = make()
+    x = _inputs(arch, seed)
+    A = arch.structure(x)
+    structure_matrix(arch, x)
+    structure_stack(arch, _inputs(arch, seed, 3))  # checks Theorem 1 on the first input, closed form
+    structure_stack(arch, _inputs(arch, seed, 3), method="autodiff", check=False)
+    structure_error(arch, x)
+    nqf.check_theorem1(arch, x, seed=seed, rays=1, scales=np.logspace(-3, -1, 4))
+    return A
+
+
+# --------------------------------------------------------------- values, not closures
+def test_architectures_are_equal_and_hash_alike_by_value():
+    for row in TABLE3:
+        a, b = row.build(), row.build()
+        assert a is not b and a == b and hash(a) == hash(b), row.key
+    assert two_layer_mlp(4) != two_layer_mlp(5)
+    assert two_layer_mlp(4) != two_layer_mlp(4, activation=jax.nn.gelu)
+    assert qk_attention(3, 4, 2, c=jnp.array([1.0, 0.0, 0.0])) != qk_attention(3, 4, 2)
+    assert qk_attention(3, 4, 2, c=jnp.array([1.0, 0.0, 0.0])) == qk_attention(3, 4, 2, c=np.array([1.0, 0, 0]))
+    assert table1_architectures() == [row.build() for row in TABLE1]
+
+
+@pytest.mark.parametrize("make", [lambda: two_layer_mlp(4), lambda: multihead_attention(3, 4, 2, 2),
+                                  lambda: qk_attention(3, 5, 2, c=jnp.array([0.3, -1.2, 0.7]))],
+                         ids=["mlp", "mha", "qk"])
+def test_rebuilding_and_new_inputs_compile_nothing(make):
+    t0 = time.perf_counter()
+    with count_compilations() as first:
+        A1 = _everything(make, seed=0)
+    t1 = time.perf_counter()
+    with count_compilations() as second:
+        A2 = _everything(make, seed=1)  # a new object, new inputs of the same shapes
+    t2 = time.perf_counter()
+    print(f"\n{make().name}: first build {len(first)} compilations, {t1 - t0:.2f} s; "
+          f"second build {len(second)} compilations, {t2 - t1:.3f} s")
+    assert len(first) > 0  # the counter sees compilations at all
+    assert len(second) == 0
+    assert not np.allclose(A1, A2)  # really new inputs
+
+
+# ---------------------------------------------------------------- no stale A
+_SCALE = {"value": 1.0}
+
+
+def _global_reading_module(W, x):
+    """A plain module that reads mutable global state: f = s * sum_i v_i tanh(u_i . x)."""
+    return _SCALE["value"] * jnp.sum(W[-1] * jnp.tanh(W[:-1].T @ x))
+
+
+def test_plain_callable_reading_a_global_is_never_served_a_stale_A():
+    """Regression: a cache keyed on the function object returned the A of the old global."""
+    x = jnp.array([0.7, -1.3, 0.4])
+    _SCALE["value"] = 1.0
+    A1 = structure_matrix(_global_reading_module, x, 4)
+    S1 = structure_stack(_global_reading_module, x[None], 4, check=False)
+    _SCALE["value"] = 2.0
+    try:
+        A2 = structure_matrix(_global_reading_module, x, 4)
+        S2 = structure_stack(_global_reading_module, x[None], 4, check=False)
+        R2 = nqf.structure_report(_global_reading_module, x, 4)
+    finally:
+        _SCALE["value"] = 1.0
+    np.testing.assert_allclose(A2, 2.0 * A1, rtol=1e-14)
+    np.testing.assert_allclose(S2, 2.0 * S1, rtol=1e-14)
+    np.testing.assert_allclose(R2.A, 2.0 * A1, rtol=1e-14)
+
+
+def test_custom_architecture_is_traced_afresh():
+    """A CustomArchitecture wraps user callables: it is not cached by value either."""
+    x = jnp.array([0.7, -1.3, 0.4])
+    mlp = two_layer_mlp(3)
+
+    def closed(x):
+        return _SCALE["value"] * mlp.structure(x)
+
+    arch = custom_architecture("scaled MLP", 4, _global_reading_module, closed, mlp.sample_input, "test")
+    assert not arch.cache_by_value
+    _SCALE["value"] = 1.0
+    c1 = nqf.check_theorem1(arch, x, rays=1, scales=np.logspace(-3, -1, 4))
+    _SCALE["value"] = 3.0
+    try:
+        c3 = nqf.check_theorem1(arch, x, rays=1, scales=np.logspace(-3, -1, 4))
+        B3 = structure_stack(arch, x[None], method="closed", check=False)
+    finally:
+        _SCALE["value"] = 1.0
+    np.testing.assert_allclose(c3.A_autodiff, 3.0 * c1.A_autodiff, rtol=1e-14)
+    np.testing.assert_allclose(B3[0], 3.0 * c1.A, rtol=1e-14)
+    assert c1.closed_form_error < 1e-12 and c3.closed_form_error < 1e-12
+
+
+def test_custom_architecture_rejects_bad_arguments():
+    mlp = two_layer_mlp(3)
+    with pytest.raises(ValueError, match="`p`"):
+        custom_architecture("m", 0, mlp.apply, mlp.structure, mlp.sample_input, "d")
+    with pytest.raises(BAD_INPUT, match="`structure` must be callable|structure"):
+        custom_architecture("m", 4, mlp.apply, None, mlp.sample_input, "d")
+    with pytest.raises(ValueError, match="`outputs`"):
+        custom_architecture("m", 4, mlp.apply, mlp.structure, mlp.sample_input, "d", outputs=0)
