@@ -9,7 +9,7 @@ import numpy as np    # noqa: E402
 import pytest    # noqa: E402
 from jaxtyping import TypeCheckError    # noqa: E402
 
-from nqf.structure import FeedforwardForm
+from nqf.structure import FeedforwardForm, feedforward_splits
 from nqf.structure import effective_matrix, feedforward_form, feedforward_output, representation, split_structure, split_weights
 from nqf.architectures import feedforward_structure, phase_retrieval, two_layer_mlp  # noqa: E402
 from helpers import BAD_INPUT
@@ -95,3 +95,14 @@ def test_bad_input_names_the_argument():
         feedforward_form(mlp, jnp.ones(3), jnp.ones((5, 2)), 3)
     with pytest.raises(BAD_INPUT, match="arch"):
         feedforward_form(lambda W, x: 0.0, jnp.ones(3), jnp.ones((4, 2)), 3)
+
+
+def test_feedforward_splits_lists_every_split_of_eq17():
+    C = jax.random.normal(KEY, (3, 4))
+    assert feedforward_splits(feedforward_structure(C)) == [3]
+    assert feedforward_splits(jnp.outer(jnp.arange(1.0, 4.0), jnp.arange(1.0, 4.0))) == []  # x x^T: not feed-forward
+    one_hot = jnp.zeros((3, 4)).at[1, 2].set(1.0)  # e_i e_j^T: any split between row 1 and column 2
+    assert feedforward_splits(feedforward_structure(one_hot)) == [2, 3, 4, 5]
+    assert feedforward_splits(feedforward_structure(jnp.stack([C, 2 * C]))) == [3]  # per output (App. B.2)
+    with pytest.raises(BAD_INPUT, match="`A`|A"):
+        feedforward_splits(jnp.ones((3, 4)))

@@ -12,6 +12,7 @@ from nqf.architectures import multihead_attention, qk_attention  # noqa: E402
 from nqf.architectures import cnn
 from nqf.architectures import diagonal_linear_network, feedforward_structure, mixture_of_experts, phase_retrieval, table1_architectures, two_layer_mlp
 from nqf.structure import structure_error, structure_stack  # noqa: E402
+from helpers import BAD_INPUT  # noqa: E402
 
 
 def test_structure_error_is_tiny_for_gelu_mlp_and_mha():
@@ -147,3 +148,25 @@ def test_bad_weights_and_inputs_raise_clear_errors():
         qk_attention(3, 4, 2, c=jnp.ones(4))
     with pytest.raises(ValueError, match="`outputs`"):
         two_layer_mlp(3, outputs=0)
+
+
+def test_gaussian_linear_part_is_steins_lemma():
+    from nqf.architectures import gaussian_linear_part
+    key_w, key_x = jax.random.split(jax.random.PRNGKey(8))
+    # phi(z) = z + z^3/3: phi' = 1 + z^2, so kappa_i = 1 + |u_i|^2 exactly (quadrature is exact).
+    arch = two_layer_mlp(3, lambda z: z + z**3 / 3, outputs=2)
+    W = 0.7 * jax.random.normal(key_w, (arch.p, 5))
+    U, V = W[:3], W[3:]
+    kappa = 1.0 + jnp.sum(U**2, axis=0)
+    np.testing.assert_allclose(gaussian_linear_part(arch, W), (V * kappa) @ U.T, rtol=1e-12)
+    # tanh: against a Monte Carlo estimate of E[f_x x^T] (standard error ~ 1/sqrt(n)).
+    tanh = two_layer_mlp(3)
+    Wt = W[:4]
+    xs = jax.random.normal(key_x, (200_000, 3))
+    mc = jnp.mean(jax.vmap(tanh.apply, in_axes=(None, 0))(Wt, xs)[:, None] * xs, axis=0)
+    assert float(jnp.max(jnp.abs(gaussian_linear_part(tanh, Wt) - mc))) < 0.02
+    # near W = 0 it is phi'(0) times the effective matrix Z2 Z1^T (Eq. 18)
+    small = 1e-4 * Wt
+    np.testing.assert_allclose(gaussian_linear_part(tanh, small), small[3] @ small[:3].T, rtol=1e-7)
+    with pytest.raises(BAD_INPUT, match="`arch` must be a two_layer_mlp|arch"):
+        gaussian_linear_part(cnn(3, 3, 2, 2), jnp.zeros((5, 2)))

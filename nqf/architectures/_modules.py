@@ -348,3 +348,35 @@ def diagonal_linear_network(n: int, *, two_factor: bool = False) -> DiagonalLine
     Both are exactly quadratic.
     """
     return DiagonalLinearNetwork(_int("n", n), bool(two_factor))
+
+
+def gaussian_linear_part(
+    arch: TwoLayerMLP, W: Float[ArrayLike, "p d"], *, n_quad: int = 60
+) -> Float[Array, "*o k"]:
+    r"""The best linear map of a two-layer MLP under Gaussian inputs, $\mathbb E_x[f_x(W)\,x^\top]$.
+
+    For $x\sim\mathcal N(0, I_k)$, Stein's lemma gives
+    $\mathbb E[f_x\,x^\top] = \mathbb E[\nabla_x f_x] = Z_2\,\mathrm{diag}(\kappa)\,Z_1^\top$ with
+    $Z_1 = U$ (inputs weights, ``W[:k]``), $Z_2$ the readouts and
+    $\kappa_i = \mathbb E_{z}\,\phi'(\lVert u_i\rVert z + b_i)$, $z\sim\mathcal N(0, 1)$
+    (Gauss–Hermite quadrature with ``n_quad`` nodes, exact for polynomial $\phi'$ of
+    degree $< 2 n_\text{quad}$). Near $W = 0$, $\kappa_i \to \phi'(0)$ and this is the
+    effective matrix $Z_2Z_1^\top$ of the feed-forward form (Eq. 18) scaled by
+    $\phi'(0)$; away from it, the activation's curvature shrinks each neuron's slope.
+    Returns shape ``(o, k)``, or ``(k,)`` for a scalar module.
+    """
+    if not isinstance(arch, TwoLayerMLP):
+        raise ValueError(f"`arch` must be a two_layer_mlp; got {type(arch).__name__}.")
+    check_weights(W, arch.p, "two_layer_mlp")
+    n_quad = _int("n_quad", n_quad)
+    W = jnp.asarray(W)
+    k = arch.k
+    U, b = W[:k], (W[k] if arch.bias else jnp.zeros(W.shape[1], W.dtype))
+    Z2 = W[k + int(arch.bias):]  # (o, d)
+    z, w = np.polynomial.hermite_e.hermegauss(n_quad)
+    w = w / w.sum()
+    sigma = jnp.linalg.norm(U, axis=0)  # std of u_i . x
+    slopes = jax.vmap(jax.grad(arch.activation))(jnp.ravel(sigma[:, None] * z[None, :] + b[:, None]))
+    kappa = jnp.reshape(slopes, (-1, n_quad)) @ jnp.asarray(w, W.dtype)  # (d,)
+    out = (Z2 * kappa) @ U.T  # (o, k)
+    return out[0] if arch.outputs is None else out

@@ -68,6 +68,28 @@ def split_structure(A: Float[ArrayLike, "*o p p"], n1: int, *, rtol: float = 1e-
     return jnp.asarray(2.0 * arr[..., :n1, n1:])  # numpy slicing: no per-shape compilation
 
 
+def feedforward_splits(A: Float[ArrayLike, "*o p p"], *, rtol: float = 1e-12) -> list[int]:
+    r"""Every $n_1$ at which ``A`` has the feed-forward form of Eq. (17), in increasing order.
+
+    The splits at which :func:`split_structure` accepts ``A`` (same ``rtol``):
+    empty for a structure matrix that is not feed-forward (e.g. $xx^\top$), one
+    split for a generic layer, a range when $C(x)$ has zero rows or columns
+    (e.g. a one-hot $e_ie_j^\top$).
+    """
+    shape = tuple(np.shape(A))
+    if len(shape) not in (2, 3) or shape[-1] != shape[-2]:
+        raise ValueError(f"`A` must have shape (p, p) or (o, p, p); got shape {shape}.")
+    check_finite("A", A)
+    found = []
+    for n1 in range(1, shape[-1]):
+        try:
+            split_structure(A, n1, rtol=rtol)
+        except ValueError:
+            continue
+        found.append(n1)
+    return found
+
+
 def split_weights(W: Float[ArrayLike, "p d"], n1: int) -> tuple[Float[Array, "n1 d"], Float[Array, "n2 d"]]:
     r"""$(Z_1, Z_2) = (W_{[:n_1]}, W_{[n_1:]})$ of Eq. (18); neurons are the columns of ``W``."""
     if np.ndim(W) != 2:
