@@ -1,17 +1,26 @@
 """Input validation shared by every public function of :mod:`nqf`.
 
-Errors are plain ``ValueError`` raised at call (trace) time and always name
-the argument, the expected shape or property, and what was received.
-Value checks (symmetry, PSD, finiteness) need concrete arrays, so they are
-skipped silently under ``jax.jit`` tracing; call the public functions
-outside jit (they jit their own inner loops) to get them.
+One convention, one wording: every check takes the argument's name first and
+raises at call (trace) time
+
+* ``TypeError`` when the kind of object is wrong (a string where a number is
+  expected, a float where a size is expected, an uncalled optimiser factory),
+* ``ValueError`` when the kind is right but the value or shape is not,
+
+with the message ``"`name` must be <expected>; got <actual>."`` (the actual
+value, type or shape). Value checks (symmetry, PSD, finiteness, index ranges)
+need concrete arrays: under ``jax.jit`` tracing the ``*_traced`` variants
+attach an ``equinox.error_if`` to the value instead, which raises when the
+compiled function runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Collection, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -93,13 +102,199 @@ def check_psd(name: str, x, rtol: float = 1e-10) -> None:
             )
 
 
+def _describe(value) -> str:
+    """``repr`` for scalars and short things, type and shape for arrays."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and shape != ():
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {getattr(value, 'dtype', '?')}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _real_scalar(name: str, value, what: str):
+    """``value`` as a Python/NumPy real scalar (or a tracer), else TypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be {what}; got the bool {value!r}.")
+    if isinstance(value, jax.core.Tracer):
+        if np.shape(value) != () or not jnp.issubdtype(value.dtype, jnp.number) \
+                or jnp.issubdtype(value.dtype, jnp.complexfloating):
+            raise TypeError(f"`{name}` must be {what}; got a traced array of shape {np.shape(value)} "
+                            f"and dtype {value.dtype}.")
+        return value
+    if isinstance(value, (np.ndarray, jax.Array)) and np.shape(value) == ():
+        value = value.item()
+    if isinstance(value, numbers.Real):
+        return value
+    raise TypeError(f"`{name}` must be {what}; got {type(value).__name__} {_describe(value)}.")
+
+
 def check_positive(name: str, value, strict: bool = True) -> None:
-    """Raise unless a scalar is positive (or non-negative with ``strict=False``)."""
-    if _is_concrete(value):
-        v = float(value)
+    """Raise unless a real scalar is finite and positive (or non-negative with ``strict=False``).
+
+    ``TypeError`` for non-numbers (strings, ``None``, bools, arrays of size > 1), ``ValueError``
+    for NaN, infinities and values out of range. Tracers pass (check them with ``error_if``).
+    """
+    rel = "> 0" if strict else ">= 0"
+    if isinstance(value, (np.ndarray, jax.Array)) and _is_concrete(value) and np.size(value) == 1:
+        value = np.asarray(value).reshape(()).item()
+    v = _real_scalar(name, value, f"a finite real number {rel}")
+    if _is_concrete(v):
+        v = float(v)
         if not np.isfinite(v) or (v <= 0 if strict else v < 0):
-            rel = "> 0" if strict else ">= 0"
-            raise ValueError(f"`{name}` must be finite and {rel}; got {v!r}.")
+            raise ValueError(f"`{name}` must be a finite real number {rel}; got {v!r}.")
+
+
+def check_tolerance(name: str, value) -> float:
+    """A solver or comparison tolerance: a finite real number > 0. Returns it as ``float``."""
+    check_positive(name, value, strict=True)
+    return float(value)
+
+
+def check_real(name: str, value, *, finite: bool = True):
+    """A real scalar (finite unless ``finite=False``); returns it unchanged."""
+    v = _real_scalar(name, value, "a finite real number" if finite else "a real number")
+    if finite and _is_concrete(v) and not np.isfinite(float(v)):
+        raise ValueError(f"`{name}` must be a finite real number; got {float(v)!r}.")
+    return value
+
+
+def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None = None) -> int:
+    """A whole number in ``[minimum, maximum]`` (sizes: ``minimum=1``). Returns a Python ``int``.
+
+    Floats (even ``3.0``), bools, strings and arrays of size > 1 are a ``TypeError``.
+    """
+    if isinstance(value, (np.ndarray, jax.Array)) and _is_concrete(value) and np.shape(value) == () \
+            and np.issubdtype(np.asarray(value).dtype, np.integer):
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        lo = "" if minimum is None else f" >= {minimum}"
+        raise TypeError(f"`{name}` must be an integer{lo}; got {type(value).__name__} {_describe(value)}.")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        if maximum is None:
+            want = f">= {minimum}"
+        elif minimum is None:
+            want = f"<= {maximum}"
+        else:
+            want = f"in [{minimum}, {maximum}]"
+        raise ValueError(f"`{name}` must be an integer {want}; got {value}.")
+    return value
+
+
+def check_size(name: str, value) -> int:
+    """A size (number of neurons, samples, heads, steps...): an integer >= 1."""
+    return check_int(name, value, minimum=1)
+
+
+def check_option(name: str, value, options: Collection):
+    """One of a known set of options (strings, usually); returns it."""
+    try:
+        ok = value in options
+    except TypeError:  # unhashable value against a set
+        ok = False
+    if not ok:
+        listed = ", ".join(repr(o) for o in options)
+        raise ValueError(f"`{name}` must be one of {listed}; got {_describe(value)}.")
+    return value
+
+
+def check_callable(name: str, value, what: str = "a callable") -> Callable:
+    """A callable (a function, a module with ``__call__``); returns it."""
+    if not callable(value):
+        raise TypeError(f"`{name}` must be {what}; got {type(value).__name__} {_describe(value)}.")
+    return value
+
+
+def check_index(name: str, idx, n: int, *, what: str = "sample") -> None:
+    """Integer indices into an axis of length ``n``: each in ``[0, n)`` (no negative wrap-around).
+
+    Concrete arrays are checked now; for traced ones use :func:`check_index_traced`.
+    """
+    dtype = getattr(idx, "dtype", None)
+    if dtype is None:
+        arr = np.asarray(idx)
+        dtype = arr.dtype
+    if not (np.issubdtype(dtype, np.integer) or (np.size(idx) == 0)):
+        raise TypeError(f"`{name}` must hold integer {what} indices; got dtype {dtype}.")
+    if _is_concrete(idx):
+        arr = np.asarray(idx)
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            bad = arr[(arr < 0) | (arr >= n)]
+            raise ValueError(f"`{name}` must hold {what} indices in [0, {n}); got "
+                             f"{bad.size} out of range (e.g. {int(bad.flat[0])}).")
+
+
+def error_if(x, pred, message: str):
+    """``equinox.error_if``: return ``x``, raising ``message`` when ``pred`` holds at run time.
+
+    Use for values that only exist inside ``jit`` (the two-tier convention of STYLE.md).
+    """
+    import equinox as eqx
+
+    return eqx.error_if(x, pred, message)
+
+
+def check_index_traced(name: str, idx, n: int, *, what: str = "sample"):
+    """:func:`check_index` for traced indices: returns ``idx`` guarded by ``equinox.error_if``."""
+    if _is_concrete(idx):
+        check_index(name, idx, n, what=what)
+        return idx
+    return error_if(idx, jnp.any((idx < 0) | (idx >= n)),
+                    f"`{name}` must hold {what} indices in [0, {n}); got some out of range.")
+
+
+def check_finite_traced(name: str, x):
+    """:func:`check_finite` for traced arrays: returns ``x`` guarded by ``equinox.error_if``."""
+    if _is_concrete(x):
+        check_finite(name, x)
+        return x
+    return error_if(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` must be finite; got NaN/inf entries.")
+
+
+def check_key(name: str, key) -> None:
+    """A JAX PRNG key: ``jax.random.key(seed)`` or a legacy ``jax.random.PRNGKey(seed)``."""
+    hint = f" (make one with jax.random.key(seed))"
+    if isinstance(key, (bool, numbers.Number, str)) or key is None:
+        raise TypeError(f"`{name}` must be a JAX PRNG key{hint}; got {type(key).__name__} {key!r}.")
+    dtype = getattr(key, "dtype", None)
+    if dtype is None:
+        raise TypeError(f"`{name}` must be a JAX PRNG key{hint}; got {type(key).__name__} {_describe(key)}.")
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        if np.shape(key) != ():
+            raise ValueError(f"`{name}` must be a single PRNG key; got a batch of shape {np.shape(key)} "
+                             "(split it and pass one, or vmap).")
+        return
+    if dtype != np.uint32 or np.shape(key) != (2,):
+        raise TypeError(f"`{name}` must be a JAX PRNG key{hint}; got an array of shape {np.shape(key)} "
+                        f"and dtype {dtype}.")
+
+
+def check_optimizer(name: str, opt) -> None:
+    """An optax optimiser, i.e. an ``optax.GradientTransformation`` such as ``optax.sgd(0.1)``."""
+    import optax
+
+    if isinstance(opt, optax.GradientTransformation):
+        return
+    if isinstance(opt, str):
+        raise TypeError(f"`{name}` must be an optax.GradientTransformation (e.g. optax.{opt}(learning_rate)); "
+                        f"got the string {opt!r}.")
+    if callable(opt) and getattr(opt, "__module__", "").startswith("optax"):
+        raise TypeError(f"`{name}` must be an optax.GradientTransformation; got the uncalled factory "
+                        f"{getattr(opt, '__qualname__', opt)!r} (call it: e.g. optax.sgd(learning_rate)).")
+    if callable(getattr(opt, "init", None)) and callable(getattr(opt, "update", None)):
+        return  # duck-typed (init, update) pair
+    raise TypeError(f"`{name}` must be an optax.GradientTransformation (e.g. optax.sgd(0.1)); "
+                    f"got {type(opt).__name__} {_describe(opt)}.")
+
+
+def check_real_output(name: str, out) -> None:
+    """The output of a user's module/function: a real floating-point array (not int, bool, complex)."""
+    dtype = getattr(out, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(out).dtype
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"`{name}` must return real floating-point values; it returned dtype {dtype} "
+                        "(cast integer outputs to float; complex outputs are not supported).")
 
 
 def require_x64(what: str) -> None:
