@@ -116,11 +116,7 @@ def _real_scalar(name: str, value, what: str):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"`{name}` must be {what}; got the bool {value!r}.")
     if isinstance(value, jax.core.Tracer):
-        if np.shape(value) != () or not jnp.issubdtype(value.dtype, jnp.number) \
-                or jnp.issubdtype(value.dtype, jnp.complexfloating):
-            raise TypeError(f"`{name}` must be {what}; got a traced array of shape {np.shape(value)} "
-                            f"and dtype {value.dtype}.")
-        return value
+        return value  # a value under jit: checked (if at all) with error_if by the caller
     if isinstance(value, (np.ndarray, jax.Array)) and np.shape(value) == ():
         value = value.item()
     if isinstance(value, numbers.Real):
