@@ -12,9 +12,11 @@ a substitution reference, so this hook rewrites each docstring after napoleon:
   escaped (table and line-block syntax, ``| `` followed by a blank, is kept);
 * the "Alias for field number N" docstrings that ``NamedTuple`` gives fields
   without a ``#:`` comment are dropped (they say nothing to a reader);
-* before napoleon, a colon in the one-line docstring of an attribute is
-  replaced by a ratio sign, so that napoleon does not read the text before it
-  as the attribute's type ("max |H_ij| (Eq. 54: 0)" is a description).
+* before napoleon, a grouped entry ``x_train, x_test: images`` of an Args or
+  Attributes section becomes one entry per name (napoleon would read the
+  second name as the type of the first), and ": " in the one-line docstring of an attribute becomes a
+  dash, so that napoleon does not read the text before it as the attribute's
+  type ("max |H_ij| (Eq. 54: 0)" and "``(o, p)``: the block" are descriptions).
 
 A ``missing-reference`` handler resolves cross-references the way a reader
 means them: ``nqf.nqf_sgd`` (a top-level name) to the room that documents it
@@ -38,7 +40,7 @@ import re
 _TOKEN = re.compile(
     r"(?P<literal>``[^\n]+?``)"
     r"|(?P<display>\$\$(?P<dbody>.+?)\$\$)"
-    r"|(?<![\\$])\$(?=\S)(?P<ibody>[^$]*?\S)\$(?!\$)",
+    r"|(?<![\\$])\$(?=\S)(?P<ibody>[^$]+?)\$(?!\$)",
     re.S,
 )
 _PIPE = re.compile(r"(?<!\\)\|(?=\S)")
@@ -79,10 +81,55 @@ def _process(app, what, name, obj, options, lines):
     lines[:] = [ln.rstrip() for ln in convert("\n".join(lines)).split("\n")]
 
 
+_SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters|Attributes|Keyword Args|Other Parameters):\s*$")
+_GROUPED = re.compile(r"^(\s+)([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)(\s*\([^)]*\))?\s*:(\s.*|)$")
+
+
+def _split_grouped(lines: list[str]) -> list[str]:
+    """``x_train, x_test: images`` in an Args/Attributes section -> one entry per name.
+
+    napoleon reads a grouped entry as one name with a type ("x_train" of class "x_test").
+    """
+    out: list[str] = []
+    i, in_section, item_indent = 0, False, None
+    while i < len(lines):
+        ln = lines[i]
+        sec = _SECTION.match(ln)
+        if sec:
+            in_section, item_indent = True, None
+            out.append(ln)
+            i += 1
+            continue
+        if in_section and ln.strip() and item_indent is None:
+            item_indent = len(ln) - len(ln.lstrip())
+        if in_section and ln.strip() and len(ln) - len(ln.lstrip()) < (item_indent or 0):
+            in_section = False
+        m = _GROUPED.match(ln) if in_section else None
+        if m and len(m.group(1)) == item_indent:
+            body = [ln]
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > item_indent):
+                if not lines[j].strip() and (j + 1 >= len(lines) or not lines[j + 1].strip()):
+                    break
+                body.append(lines[j])
+                j += 1
+            names = [n.strip() for n in m.group(2).split(",")]
+            for n in names:
+                out.append(f"{m.group(1)}{n}{m.group(3) or ''}:{m.group(4)}")
+                out.extend(body[1:])
+            i = j
+            continue
+        out.append(ln)
+        i += 1
+    return out
+
+
 def _attribute_colon(app, what, name, obj, options, lines):
+    if any("," in ln for ln in lines):
+        lines[:] = _split_grouped(lines)
     text = [i for i, ln in enumerate(lines) if ln.strip()]
-    if what in ("attribute", "data", "property") and len(text) == 1 and ":" in lines[text[0]]:
-        lines[text[0]] = lines[text[0]].replace(":", "\u2236")
+    if what in ("attribute", "data", "property") and len(text) == 1 and ": " in lines[text[0]]:
+        lines[text[0]] = lines[text[0]].replace(": ", " \u2014 ")
 
 
 _ROOMS = ("architectures", "structure", "model", "dynamics", "solutions", "datasets", "pipeline")

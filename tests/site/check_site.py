@@ -121,7 +121,7 @@ def check_launch_links(site: Path) -> list[str]:
 
 def check_static(site: Path) -> list[str]:
     problems: list[str] = []
-    forbidden = [str(ROOT), "PosixPath(", "/_build/output/", "/_build/stage"]
+    forbidden = [str(ROOT), "PosixPath(", "/_build/stage", "/_build/executed"]
     for path in sorted(site.rglob("*")):
         if not path.is_file() or path.suffix not in (".html", ".ipynb", ".txt", ".md", ".js", ".json"):
             continue
@@ -146,7 +146,7 @@ def check_static(site: Path) -> list[str]:
             if n_err:
                 problems.append(f"{rel}: download carries {n_err} stderr output(s)")
     # internal links
-    pages = sorted(site.rglob("*.html"))
+    pages = sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
     for page in pages:
         rel = page.relative_to(site).as_posix()
         for attr, link in _parse(page).links:
@@ -321,7 +321,7 @@ _PAGE_JS = r"""
   const skip = new Set(['SCRIPT', 'STYLE', 'CODE', 'PRE', 'TEXTAREA', 'NOSCRIPT', 'KBD', 'SAMP', 'TT']);
   const raw = /\\(frac|mathbb|mathrm|mathcal|sum|int|alpha|beta|gamma|epsilon|zeta|sigma|mu|lambda|phi|tfrac|top|le|ge|ne|cdot|left|right|begin|end|in|ln|max|min|sqrt|dots|infty|tau|rho|eta|quad|qquad|text|big|Big|\(|\)|\[|\])|\$/;
   const found = [];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+  const walker = document.createTreeWalker(document.body || document.documentElement, NodeFilter.SHOW_TEXT, {
     acceptNode(n) {
       for (let e = n.parentElement; e; e = e.parentElement) {
         if (skip.has(e.tagName) || e.tagName.startsWith('MJX-') ||
@@ -354,7 +354,8 @@ def pages_to_visit(site: Path) -> list[str]:
 
     docs = [f"{d}.html" for d in toc_documents(ROOT)]
     extra = ["search.html", "genindex.html", "py-modindex.html", "_modules/index.html"]
-    return [p for p in dict.fromkeys(["index.html", *docs, *extra]) if (site / p).is_file()]
+    # index.html only redirects to the root document, which is visited itself
+    return [p for p in dict.fromkeys([*docs, *extra]) if (site / p).is_file()]
 
 
 def check_browser(site: Path, out: Path, *, full_page: bool = False) -> list[str]:

@@ -1,0 +1,62 @@
+"""Sphinx extension: small fixes so that every page reads cleanly in a browser, offline.
+
+* the theme's ``default_mode`` is set (``light``), else pydata-sphinx-theme logs
+  "Got invalid theme mode" to the console on a reader's first visit;
+* a script that two extensions register twice (sphinx-thebe's configuration,
+  loaded on every page by Jupyter Book) is emitted once: twice is a console
+  SyntaxError ("Identifier 'THEBE_JS_URL' has already been declared");
+* the tab title is plain text: TeX in a page title (``\\(A\\)``, ``$\\mu$``) becomes
+  Unicode or plain letters, since the browser cannot typeset a ``<title>``.
+
+``tests/site/check_site.py`` (``make check-site``) checks all three in Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+
+_GREEK = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "zeta": "ζ", "eta": "η", "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν",
+    "xi": "ξ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "chi": "χ",
+    "psi": "ψ", "omega": "ω", "Sigma": "Σ", "Lambda": "Λ", "Delta": "Δ", "Gamma": "Γ",
+    "infty": "∞", "to": "→", "cdot": "·", "times": "×", "le": "≤", "ge": "≥", "ne": "≠",
+    "top": "ᵀ", "in": "∈", "ln": "ln", "max": "max", "min": "min",
+}
+_MATH = re.compile(r"\\\((.+?)\\\)|\$(.+?)\$")
+
+
+def plain_tex(text: str) -> str:
+    """``"close on \\((M, \\mu)\\)"`` -> ``"close on (M, μ)"``: TeX spans as plain Unicode text."""
+
+    def one(m: re.Match) -> str:
+        body = m.group(1) if m.group(1) is not None else m.group(2)
+        body = re.sub(r"\\mathcal\s*\{?(\w)\}?|\\mathbb\s*\{?(\w)\}?|\\mathrm\s*\{([^}]*)\}",
+                      lambda k: next(g for g in k.groups() if g), body)
+        body = re.sub(r"\\([A-Za-z]+)", lambda k: _GREEK.get(k.group(1), k.group(1)), body)
+        body = body.replace("{", "").replace("}", "").replace("\\", "")
+        return re.sub(r"\s+", " ", body).strip()
+
+    return _MATH.sub(one, text)
+
+
+def _page_context(app, pagename, templatename, context, doctree):
+    if not context.get("default_mode"):
+        context["default_mode"] = "light"
+    scripts = context.get("script_files")
+    if scripts:
+        seen, unique = set(), []
+        for js in scripts:
+            attrs = getattr(js, "attributes", {}) or {}
+            key = (str(getattr(js, "filename", js)), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+            if key not in seen:
+                seen.add(key)
+                unique.append(js)
+        scripts[:] = unique
+    if context.get("title"):
+        context["title"] = plain_tex(context["title"])
+
+
+def setup(app):
+    app.connect("html-page-context", _page_context, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
