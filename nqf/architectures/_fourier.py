@@ -136,10 +136,15 @@ def raw_tanh_mlp(params: dict, xs: Float[ArrayLike, " n"]) -> Float[Array, " n"]
 def fourier_gd(
     params0: Float[ArrayLike, "n 2 P"], xs: Float[ArrayLike, " M"], ys: Float[ArrayLike, "n M"],
     s: Float[ArrayLike, "n P"], pre: float, eta: float, num_steps: int, *, every: int = 10, nqf: bool = False,
+    weights: Float[ArrayLike, " M"] | None = None,
 ) -> tuple[Float[Array, "n R"], Float[Array, "n R P"]]:
     r"""Full-batch gradient descent on the loss of Eq. (26), $\frac1M\sum_\mu(f(x_\mu) - y_\mu)^2$ (no ½), for
     ``n`` independent Fourier MLPs at once (``jax.vmap``; e.g. one per $\theta$), the whole loop in
     ``lax.scan``. ``nqf=True`` trains the NQF of the module (:meth:`FourierMLP.apply_nqf`) instead.
+
+    ``weights`` (default uniform) weigh the grid points in the mean: on a uniform grid $x_\mu = \mu/M$ the
+    features and target are even about $x = 1/2$, so the points $\mu$ and $M-\mu$ can be merged into one of
+    weight 2 (:meth:`nqf.datasets.FourierData.folded`), which halves the cost and changes nothing.
 
     Returns the loss and the products $a_kW_k$ every ``every`` steps, from step 0 to ``num_steps``
     (``num_steps // every + 1`` records; time $t = \eta\cdot$step)."""
@@ -152,13 +157,16 @@ def fourier_gd(
         raise ValueError(f"`ys` must have shape {(n, xs.shape[0])} and `s` {(n, P)}; got {ys.shape} and {s.shape}.")
     if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
         raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
-    return _fourier_gd(params0, xs, ys, s, jnp.asarray(float(pre)), jnp.asarray(float(eta)),
+    w = jnp.ones(xs.shape[0]) if weights is None else jnp.asarray(weights, dtype=float)
+    if w.shape != xs.shape or bool(jnp.any(w < 0)):
+        raise ValueError(f"`weights` must be non-negative with the shape of `xs` {xs.shape}; got {w.shape}.")
+    return _fourier_gd(params0, xs, ys, s, jnp.asarray(float(pre)), jnp.asarray(float(eta)), w / jnp.sum(w),
                        int(num_steps) // int(every), int(every), bool(nqf))
 
 
-def _fourier_gd_impl(params0, xs, ys, s, pre, eta, n_rec, every, nqf):
+def _fourier_gd_impl(params0, xs, ys, s, pre, eta, w, n_rec, every, nqf):
     def loss(p, y, sk):
-        return jnp.mean((fourier_mlp_batch(p, xs, sk, pre, nqf=nqf) - y) ** 2)
+        return jnp.sum(w * (fourier_mlp_batch(p, xs, sk, pre, nqf=nqf) - y) ** 2)
 
     grad = jax.value_and_grad(loss)
 
@@ -176,7 +184,7 @@ def _fourier_gd_impl(params0, xs, ys, s, pre, eta, n_rec, every, nqf):
     return jax.vmap(one)(params0, ys, s)
 
 
-_fourier_gd = jax.jit(_fourier_gd_impl, static_argnums=(6, 7, 8))
+_fourier_gd = jax.jit(_fourier_gd_impl, static_argnums=(7, 8, 9))
 
 
 def raw_mlp_gd(params0: dict, xs: Float[ArrayLike, " M"], ys: Float[ArrayLike, " M"], eta: float, num_steps: int,
@@ -206,3 +214,44 @@ def _raw_gd_impl(params0, xs, ys, eta, n_rec, every):
 
 
 _raw_gd = jax.jit(_raw_gd_impl, static_argnums=(4, 5))
+
+
+def fourier_nqf_gd(
+    params0: Float[ArrayLike, "n 2 P"], b: Float[ArrayLike, "n P"], c: Float[ArrayLike, "n P"], eta: float, num_steps: int,
+    *, every: int = 10,
+) -> tuple[Float[Array, "n R"], Float[Array, "n R P"]]:
+    r"""Full-batch GD on the NQF of the Fourier MLP, written in its eigenbasis. On a uniform grid of $M > 2P$
+    points the features are orthonormal, so for a target $\sum_kb_k\psi_k$ the loss of Eq. (26) is exactly
+    $\mathcal L = \sum_k(c_ka_kW_k - b_k)^2$ and GD acts on each unit alone:
+    $a_k \leftarrow a_k - 2\eta(c_ka_kW_k - b_k)c_kW_k$, $W_k \leftarrow W_k - 2\eta(c_ka_kW_k - b_k)c_ka_k$.
+    Same iterates as :func:`fourier_gd` with ``nqf=True`` (a test checks it) at $O(P)$ cost per step.
+    Returns the loss and $a_kW_k$ every ``every`` steps."""
+    params0, b, c = (jnp.asarray(v, dtype=float) for v in (params0, b, c))
+    check_ndim("params0", params0, 3, "(n, 2, P): rows (a, W) of n models")
+    n, two, P = params0.shape
+    if two != 2 or b.shape != (n, P) or c.shape != (n, P):
+        raise ValueError(f"need params0 (n, 2, P), b and c (n, P); got {params0.shape}, {b.shape}, {c.shape}.")
+    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
+        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    return _nqf_gd(params0, b, c, jnp.asarray(float(eta)), int(num_steps) // int(every), int(every))
+
+
+def _nqf_gd_impl(params0, b, c, eta, n_rec, every):
+    def loss(p):
+        return jnp.sum((c * p[:, 0] * p[:, 1] - b) ** 2, axis=-1)
+
+    def inner(_, p):
+        a, v = p[:, 0], p[:, 1]
+        g = 2.0 * (c * a * v - b) * c
+        return jnp.stack([a - eta * g * v, v - eta * g * a], axis=1)
+
+    def outer(p, _):
+        return jax.lax.fori_loop(0, every, inner, p), (loss(p), p[:, 0] * p[:, 1])
+
+    p_end, (L, u) = jax.lax.scan(outer, params0, None, length=n_rec)
+    L = jnp.concatenate([L, loss(p_end)[None]]).T
+    u = jnp.concatenate([u, (p_end[:, 0] * p_end[:, 1])[None]]).transpose(1, 0, 2)
+    return L, u
+
+
+_nqf_gd = jax.jit(_nqf_gd_impl, static_argnums=(4, 5))

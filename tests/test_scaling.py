@@ -1,0 +1,200 @@
+"""Scaling laws (chapter 7): exponents and their conditions, the closed-form excess loss, the
+sample-wise solver, the power-law fit, the spectra and the Fourier MLP."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nqf
+from nqf import architectures, datasets, pipeline, solutions
+from helpers import BAD_INPUT
+
+
+# ------------------------------------------------------------------ exponents
+def test_exponent_values():
+    assert solutions.feature_exponent(2.0, 0.8) == pytest.approx(1.25)
+    assert solutions.feature_exponent(2.0, 0.8, beta=1.2) == pytest.approx(1.25)
+    assert solutions.sample_exponent(1.0, 0.5) == pytest.approx(2.0)
+    assert solutions.fourier_exponent(1.5, 1.0) == pytest.approx(0.8)
+    assert solutions.fourier_exponent(1.5, 0.0) == pytest.approx(4 / 3)
+    assert solutions.nam_exponent(1.0) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: solutions.feature_exponent(1.0, 0.8), "alpha1"),
+    (lambda: solutions.feature_exponent(2.0, 0.0), "alpha2"),
+    (lambda: solutions.feature_exponent(2.0, 0.8, beta=1.0), "beta"),
+    (lambda: solutions.sample_exponent(0.5, 1.0), "gamma1"),
+    (lambda: solutions.sample_exponent(1.0, -1.0), "gamma2"),
+    (lambda: solutions.fourier_exponent(0.5, 1.0), "beta"),
+    (lambda: solutions.fourier_exponent(1.0, -2.0), "theta"),
+    (lambda: solutions.nam_exponent(0.0), "alpha"),
+    (lambda: solutions.effective_exponent(2.0, 0.8, 1.0), "292"),
+    (lambda: solutions.effective_exponent(2.0, 0.8, -1.0), "log_ratio"),
+])
+def test_exponents_refuse_outside_conditions(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
+
+
+def test_exponent_type_error():
+    with pytest.raises(TypeError, match="alpha1"):
+        solutions.feature_exponent("two", 0.8)
+
+
+def test_effective_exponent_limits():
+    # Eq. (292) tends to (alpha1 - 1)/alpha2 as ln(zeta/(C eps)) grows, from above when alpha2 < alpha1
+    big = solutions.effective_exponent(2.0, 0.8, 1e8)
+    assert big == pytest.approx(1.25, rel=1e-6)
+    assert solutions.effective_exponent(2.0, 0.8, 10.0) > solutions.effective_exponent(2.0, 0.8, 20.0) > 1.25
+    # equal alphas: no correction at any eps
+    assert solutions.effective_exponent(1.5, 1.5, 3.0) == pytest.approx(1 / 3)
+    # the window version with a constant log ratio is exactly the limit; Eq. (295) increases with t
+    assert solutions.effective_exponent_window(2.0, 0.8, np.geomspace(10, 100, 20), 7.0) == pytest.approx(1.25)
+    kt = solutions.effective_exponent_time(2.0, 0.8, np.array([10.0, 100.0]), 1e-6)
+    assert kt[1] > kt[0] > 1.25
+
+
+def test_effective_exponent_window_matches_local_formula():
+    # for a slowly varying log ratio the window slope equals Eq. (292) at the window centre
+    k = np.geomspace(90, 110, 21)
+    L = np.log(8e12 * k ** -1.2)
+    assert solutions.effective_exponent_window(2.0, 0.8, k, L) == pytest.approx(
+        solutions.effective_exponent(2.0, 0.8, np.log(8e12 * 100 ** -1.2)), rel=1e-3)
+
+
+# ------------------------------------------------------------------ closed-form excess loss
+def test_logistic_excess_loss_matches_direct_sum():
+    sp = datasets.fig3_right_spectrum(50)
+    t = np.array([0.0, 10.0, 100.0, 300.0])
+    z = np.asarray(nqf.logistic_solution(t[:, None], sp.r[None], sp.C[None], sp.z0[None]))
+    direct = np.asarray(solutions.feature_excess_loss(z, sp.V, sp.r / sp.C))
+    E = np.asarray(solutions.logistic_excess_loss(t, sp.r, sp.C, sp.z0))
+    np.testing.assert_allclose(E, direct, rtol=1e-10)
+    assert E[0] == pytest.approx(sp.V.sum() * (1 - sp.z0[0] * sp.C[0] / sp.r[0]) ** 2, rel=1e-3)
+
+
+def test_logistic_excess_loss_tiny_eps_and_checks():
+    sp = datasets.fig3_right_spectrum(20, eps=1e-200, beta=0.0)
+    E = np.asarray(solutions.logistic_excess_loss(np.array([0.0, 1e4]), sp.r, sp.C, sp.z0))
+    assert E[0] == pytest.approx(sp.V.sum())
+    assert np.all(np.isfinite(E))
+    with pytest.raises(BAD_INPUT, match="C_kk"):
+        solutions.logistic_excess_loss(np.array([0.0]), sp.r, sp.C[:3], sp.z0)
+    with pytest.raises(ValueError, match="saturation"):
+        solutions.logistic_excess_loss(np.array([0.0]), sp.r, sp.C, sp.r / sp.C)
+
+
+def test_lv_flow_matches_closed_form_on_subset():
+    sp = datasets.fig3_right_spectrum(1000)
+    modes = np.array([1, 7, 40, 200])
+    t = np.concatenate([[0.0], np.geomspace(1.0, 3000.0, 40)])
+    z = np.asarray(nqf.lv_flow(sp.r[modes - 1], np.diag(sp.C[modes - 1]), sp.z0[modes - 1], t).ys)
+    zc = np.asarray(nqf.logistic_solution(t[:, None], sp.r[modes - 1][None], sp.C[modes - 1][None], sp.z0[modes - 1][None]))
+    np.testing.assert_allclose(z, zc, rtol=1e-6, atol=1e-12)
+
+
+# ------------------------------------------------------------------ spectra
+def test_fig3_right_spectrum_and_one_hot_dataset():
+    sp = datasets.fig3_right_spectrum()
+    np.testing.assert_allclose(sp.r, sp.k ** -0.8)
+    np.testing.assert_allclose(sp.V, sp.k ** -2.0)
+    np.testing.assert_allclose(sp.log_ratio, np.log(8e6))  # the same for every k (erratum 5)
+    d = datasets.one_hot_dataset(sp, [1, 10, 100])
+    lv = nqf.lv_coefficients(d.As, d.ys)
+    order = np.argsort(-np.asarray(lv.r))
+    np.testing.assert_allclose(np.sort(np.asarray(lv.r))[::-1], sp.r[[0, 9, 99]], rtol=1e-12)
+    np.testing.assert_allclose(np.diag(np.asarray(lv.C))[order], sp.C[[0, 9, 99]], rtol=1e-12)
+    with pytest.raises(ValueError, match="modes"):
+        datasets.one_hot_dataset(sp, [0, 1])
+    with pytest.raises(ValueError, match="half its final value"):
+        datasets.power_law_spectrum(10, 2.0, 0.8, eps=1.0)
+
+
+def test_nam_spectrum():
+    sp = datasets.nam_emergence_spectrum(1.0, 100, eps=1e-8)
+    np.testing.assert_allclose(sp.r, sp.C)
+    np.testing.assert_allclose(sp.V.sum(), 1.0)
+    np.testing.assert_allclose(np.diff(np.log(sp.r)) / np.diff(np.log(sp.k)), -2.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="alpha"):
+        datasets.nam_emergence_spectrum(-1.0, 10, eps=1e-8)
+
+
+# ------------------------------------------------------------------ sample-wise
+def test_sample_wise_loss_against_quadrature_of_eq36():
+    sp = datasets.sample_power_law(6, 1.0, 1.0, eps=1e-8)
+    _, ys, lamf = datasets.sample_dataset(sp)
+    np.testing.assert_allclose(np.asarray(solutions.sample_growth_rates(lamf, ys)), sp.zeta, rtol=1e-12)
+    for rho in (0.1, 0.5, 0.9):
+        tq = np.asarray(solutions.sample_switch_on_times(lamf, ys, np.full(lamf.shape[1], 1e-8), rho=rho))
+        fr = np.asarray(solutions.sample_wise_loss(tq, sp.lambdas, sp.ys, sp.z0))
+        np.testing.assert_allclose(np.diag(fr), -(1 - rho), atol=1e-7)
+
+
+def test_sample_wise_loss_checks():
+    sp = datasets.sample_power_law(4, 1.0, 1.0, eps=1e-8)
+    with pytest.raises(BAD_INPUT, match="ys"):
+        solutions.sample_wise_loss(np.array([1.0]), sp.lambdas, sp.ys[:2], sp.z0)
+    with pytest.raises(ValueError, match="y_mu > 0"):
+        solutions.sample_wise_loss(np.array([1.0]), sp.lambdas, -sp.ys, sp.z0)
+
+
+# ------------------------------------------------------------------ power-law fit
+def test_power_law_fit_exact_and_window_checks():
+    t = np.geomspace(1, 1e4, 300)
+    f = pipeline.power_law_fit(t, 3 * t ** -1.7, 10.0, 1000.0)
+    assert f.exponent == pytest.approx(1.7, rel=1e-10)
+    assert f.rms < 1e-10
+    with pytest.raises(ValueError, match="window"):
+        pipeline.power_law_fit(t, t ** -1.0, 0.5, 10.0)
+    with pytest.raises(ValueError, match="t_lo < t_hi"):
+        pipeline.power_law_fit(t, t ** -1.0, 10.0, 5.0)
+    tstar = np.geomspace(1, 1e4, 100)
+    assert pipeline.switch_on_window(tstar, 1, 100) == (1.0, pytest.approx(1e4))
+    with pytest.raises(ValueError, match="k_lo"):
+        pipeline.switch_on_window(tstar, 0, 10)
+    s = pipeline.window_sensitivity(t, t ** -1.7, tstar, 10, 40)
+    assert s.lo == pytest.approx(1.7) and s.hi == pytest.approx(1.7)
+    assert len(s.exponents) == 9
+
+
+# ------------------------------------------------------------------ the Fourier MLP
+def test_fourier_structure_is_the_hessian_of_the_module():
+    arch = architectures.fourier_mlp(5, 0.5)
+    x = 0.137
+    A = np.asarray(arch.structure(x))
+    H = np.asarray(jax.hessian(lambda w: arch.apply(w[:, None], x))(jnp.zeros(10)))
+    np.testing.assert_allclose(A, 0.5 * H, atol=1e-14)
+    W = 1e-3 * np.arange(1, 11, dtype=float)[:, None]
+    assert float(arch.apply_nqf(W, x)) == pytest.approx(float(np.sum(W[:, 0] @ A @ W[:, 0])), rel=1e-12)
+    with pytest.raises(ValueError, match="W"):
+        arch.apply(np.zeros((3, 1)), x)
+
+
+def test_fourier_dataset_coefficients_eq297():
+    for normalise in (True, False):
+        d = datasets.fourier_dataset(16, 64, beta=1.5, theta=1.0, normalise=normalise)
+        c = np.arange(1, 17) ** -1.0 / (4.0 if normalise else 1.0)
+        np.testing.assert_allclose(d.r, 4 * c * d.b, rtol=1e-10)
+        np.testing.assert_allclose(d.C, 2 * c**2, rtol=1e-10)
+    with pytest.raises(ValueError, match="M > 2P"):
+        datasets.fourier_dataset(16, 32)
+
+
+def test_fourier_gd_folded_and_eigenbasis_forms_agree():
+    P = 8
+    d = datasets.fourier_dataset(P, 32, beta=1.5, theta=0.5, normalise=False)
+    p0 = 0.1 * jax.random.normal(jax.random.PRNGKey(0), (1, 2, P))
+    s = np.arange(1, P + 1)[None] ** -0.5
+    L1, u1 = architectures.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 40, every=10)
+    xh, yh, w = d.folded()
+    L2, u2 = architectures.fourier_gd(p0, xh, yh[None], s, 1.0, 0.02, 40, every=10, weights=w)
+    np.testing.assert_allclose(L1, L2, rtol=1e-12)
+    np.testing.assert_allclose(u1, u2, rtol=1e-10, atol=1e-15)
+    L3, u3 = architectures.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 40, every=10, nqf=True)
+    L4, u4 = architectures.fourier_nqf_gd(p0, d.b[None], s, 0.02, 40, every=10)
+    np.testing.assert_allclose(L3, L4, rtol=1e-10)
+    np.testing.assert_allclose(u3, u4, rtol=1e-10, atol=1e-15)
+    with pytest.raises(ValueError, match="multiple"):
+        architectures.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 45, every=10)
