@@ -135,7 +135,7 @@ def test_lv_flow_in_log_space_matches_logistic_at_tiny_init():
     C = jnp.diag(jnp.array([2.0, 0.5]))
     z0 = jnp.array([1e-200, 1e-120])
     ts = jnp.array([0.0, 100.0, 460.0, 920.0, 2000.0])
-    z = nqf.lv_flow(r, C, z0, ts)
+    z = nqf.lv_flow(r, C, z0, ts).ys
     exact = nqf.logistic_solution(ts[:, None], r, jnp.diag(C), z0)
     assert float(jnp.max(jnp.abs(z - exact) / exact)) < 1e-8
 

@@ -46,7 +46,7 @@ def test_implicit_xi_matches_runge_kutta(a, b, c):
     t = _ts(60.0, 50)
     xi, rate = solutions.implicit_xi(t, a, b, np.array(c))
     g = lambda s: jnp.sum(a * jnp.exp(-b * s)) - c
-    ref = nqf.dynamics.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14)
+    ref = nqf.dynamics.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14).ys
     scale = max(1.0, float(np.max(np.abs(ref))))
     np.testing.assert_allclose(xi, ref, atol=1e-9 * scale, rtol=0)
     np.testing.assert_allclose(rate, jax.vmap(g)(ref), atol=1e-9 * (abs(c) + np.abs(a).sum()), rtol=0)
@@ -83,7 +83,7 @@ def test_prop7_slaved_offdiagonals_rebuild_the_flow():
     ts = _ts(20.0)
     Ms = _flow(d.As, d.ys, M0, ts)
     r, C = solutions.growth_and_competition(d.lambdas, d.ys)
-    z = nqf.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts)
+    z = nqf.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts).ys
     assert dynamics.trajectory_error(solutions.slaved_M(d.P, M0, z), Ms) < TOL
 
 

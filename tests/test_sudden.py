@@ -66,7 +66,7 @@ def test_fig4_rk_quadrature_and_exact_switch_on_times():
     np.testing.assert_allclose(solutions.sample_growth_rates(d.lambdas, d.ys), [4.0, 2.0, 1.0, 0.5])
     z0 = np.full(12, 1e-5)
     t = np.linspace(0.0, 40.0, 201)
-    xi_rk, res_rk = solutions.sample_xi_flow(t, d.lambdas, d.ys, z0)
+    xi_rk, res_rk, _ = solutions.sample_xi_flow(t, d.lambdas, d.ys, z0)
     sol = solutions.orthogonal_samples_solution(t, d.lambdas, d.ys, z0)
     np.testing.assert_allclose(res_rk, sol.residuals, atol=1e-9)
     np.testing.assert_allclose(xi_rk, sol.xi, atol=1e-9)
@@ -77,7 +77,7 @@ def test_fig4_rk_quadrature_and_exact_switch_on_times():
     exact = np.stack([np.asarray(solutions.sample_switch_on_times(d.lambdas, d.ys, z0s, rho=r)) for r in rhos])  # (2, 4, m)
     ts = exact[:, 0]  # eps = 1e-5
     order = np.argsort(ts.ravel())
-    _, r = solutions.sample_xi_flow(np.concatenate([[0.0], ts.ravel()[order]]), d.lambdas, d.ys, z0)
+    _, r, _ = solutions.sample_xi_flow(np.concatenate([[0.0], ts.ravel()[order]]), d.lambdas, d.ys, z0)
     at = np.empty((8, 4))
     at[order] = np.asarray(r)[1:]
     got = at.reshape(2, 4, 4)[:, np.arange(4), np.arange(4)]  # residual of sample mu at its own t*
@@ -91,7 +91,7 @@ def test_singular_limit_sweep_matches_closed_forms():
     d3 = datasets.orthogonal_features_data(R3, 1.0, seed=0)
     eps = np.array([1e-3, 1e-10, 1e-30])
     taus = np.linspace(0.0, 1.2 / R3.min(), 120)
-    sw = solutions.singular_limit_sweep(d3.As, d3.ys, eps, taus, z_final=R3, pad_to=(5, 12))  # padding is exact
+    sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, pad_to=(5, 12))  # padding is exact
     pred = solutions.feature_switch_on_time(R3[None], 1.0, eps[:, None], rho=0.5) / np.log(1 / eps)[:, None]
     np.testing.assert_allclose(sw.tau_star[:, 1], pred, rtol=1e-7)
     t = taus[None, :] * np.log(1 / eps)[:, None]
@@ -101,7 +101,7 @@ def test_singular_limit_sweep_matches_closed_forms():
     # sample-wise crossings on the Fig. 4 data (same padded shape: no recompilation)
     d4 = datasets.fig4_dataset()
     zeta = np.asarray(solutions.sample_growth_rates(d4.lambdas, d4.ys))
-    sw4 = solutions.singular_limit_sweep(d4.As, d4.ys, eps, np.linspace(0.0, 1.2 / zeta.min(), 120), pad_to=(5, 12))
+    sw4 = solutions.singular_limit_sweep(nqf.NQFData(d4.As, d4.ys), eps, np.linspace(0.0, 1.2 / zeta.min(), 120), pad_to=(5, 12))
     exact = np.asarray(solutions.sample_switch_on_times(d4.lambdas, d4.ys, eps[:, None] * np.ones(12)))
     np.testing.assert_allclose(sw4.tau_star_samples[:, 1] * np.log(1 / eps)[:, None], exact, rtol=1e-7)
 
@@ -130,13 +130,13 @@ def test_sudden_bad_inputs():
     with pytest.raises(ValueError, match="grow"):
         solutions.feature_switch_on_time(R3, 1.0, np.ones(5))
     with pytest.raises(ValueError, match="eps"):
-        solutions.singular_limit_sweep(d.As, d.ys, np.array([1e-3, 2.0]), np.linspace(0, 1, 5))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3, 2.0]), np.linspace(0, 1, 5))
     with pytest.raises(ValueError, match="taus"):
-        solutions.singular_limit_sweep(d.As, d.ys, np.array([1e-3]), np.linspace(0.1, 1, 5))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0.1, 1, 5))
     with pytest.raises(ValueError, match="pad_to"):
-        solutions.singular_limit_sweep(d.As, d.ys, np.array([1e-3]), np.linspace(0, 1, 5), pad_to=(2, 2))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), pad_to=(2, 2))
     with pytest.raises(BAD_INPUT):
-        solutions.singular_limit_sweep(d.As, d.ys, np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
     with pytest.raises(ValueError, match="sigma"):
         datasets.gaussian_init(2, 2, 0.0)
     with pytest.raises(BAD_INPUT):

@@ -33,3 +33,8 @@ from ._compare import Comparison as Comparison
 from ._compare import compare_with_nqf as compare_with_nqf
 from ._compare import HypothesisCheck as HypothesisCheck
 from ._compare import check_hypotheses as check_hypotheses
+from ._flow import ODESolution as ODESolution
+from ._flow import integrate as integrate
+from ._flow import flow_statistics as flow_statistics
+from ._sharding import batch_mesh as batch_mesh
+from ._sharding import sharded_vmap as sharded_vmap

@@ -46,3 +46,4 @@ from ._sudden import feature_step_loss as feature_step_loss
 from ._sudden import sample_step_loss as sample_step_loss
 from ._sudden import SingularSweep as SingularSweep
 from ._sudden import singular_limit_sweep as singular_limit_sweep
+from ._sudden import XiFlow as XiFlow

@@ -27,6 +27,7 @@ from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import StructureStack
+from ..dynamics._flow import ODESolution
 from ..dynamics._flow import solve_ode
 from ..model._data import NQFData
 from ..model._data import require_data
@@ -99,34 +100,42 @@ def lv_flow(
     *,
     rtol: float = 1e-10,
     atol: float = 1e-12,
+    solver: str = "tsit5",
+    time: str = "linear",
     progress: bool = False,
-) -> Float[ArrayLike, "T p"]:
+) -> ODESolution:
     r"""Integrate the Lotka–Volterra equation (32) from $z(0) = z_0$ at times ``ts``.
 
     Integrates $u_k = \ln z_k$, $\dot u_k = r_k - \sum_j C_{kj} e^{u_j}$, so that
     initial scales down to $10^{-300}$ (the singular limit $\epsilon\to 0$) keep
-    full relative accuracy. Modes with $z_k(0) = 0$ stay at zero.
+    full relative accuracy. Modes with $z_k(0) = 0$ stay at zero. Goes through
+    :func:`nqf.dynamics.solve_ode` (compiled once per $p$ and number of save times;
+    ``solver`` and ``time`` as there). Returns an :class:`~nqf.dynamics.ODESolution`
+    with ``ys`` = $z(t)$, shape ``(T, p)``, and the solver's step counts.
     """
     require_x64("lv_flow")
-    r = jnp.asarray(r)
+    r = jnp.asarray(r, dtype=float)
     check_ndim("r", r, 1)
     p = r.shape[0]
     check_shape("C", C, (p, p), "interaction matrix, one row per mode")
     check_shape("z0", z0, (p,), "one initial feature per mode")
     for name, val in (("r", r), ("C", C), ("z0", z0)):
         check_finite(name, val)
-    z0 = jnp.asarray(z0)
-    if bool(jnp.any(z0 < 0)):
-        raise ValueError(f"`z0` must be >= 0 (features of a PSD M); got min {float(jnp.min(z0)):.3g}.")
+    z0 = np.asarray(z0, dtype=float)
+    if np.any(z0 < 0):
+        raise ValueError(f"`z0` must be >= 0 (features of a PSD M); got min {float(np.min(z0)):.3g}.")
     alive = z0 > 0
-    u0 = jnp.log(jnp.where(alive, z0, 1.0))
+    u0 = np.log(np.where(alive, z0, 1.0))
+    args = (r, jnp.asarray(C, dtype=float), jnp.asarray(alive))
+    sol = solve_ode(_lv_field, u0, ts, args=args, rtol=rtol, atol=atol, solver=solver, time=time, progress=progress)
+    return sol._replace(ys=jnp.where(alive, jnp.exp(sol.ys), 0.0))
 
-    def field(t, u, args):
-        z = jnp.where(alive, jnp.exp(u), 0.0)
-        return jnp.where(alive, r - jnp.asarray(C) @ z, 0.0)
 
-    us = solve_ode(field, u0, ts, rtol=rtol, atol=atol, progress=progress)
-    return jnp.where(alive, jnp.exp(us), 0.0)
+def _lv_field(t, u, args):
+    r"""Eq. (32) in $u = \ln z$; module level, with the data in ``args``, so it compiles once per shape."""
+    r, C, alive = args
+    z = jnp.where(alive, jnp.exp(u), 0.0)
+    return jnp.where(alive, r - C @ z, 0.0)
 
 
 def logistic_solution(t, r, C_kk, z0) -> Float[Array, "..."]:

@@ -27,7 +27,12 @@ from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import StructureStack
 from .._types import Targets
+from ..dynamics._flow import integrate
 from ..dynamics._flow import solve_ode
+from ..dynamics._sharding import check_mesh
+from ..dynamics._sharding import sharded_vmap
+from ..model._data import NQFData
+from ..model._data import require_data
 from ..model._model import check_dataset
 from ._implicit import fixed_point
 from ._implicit import implicit_time
@@ -43,21 +48,34 @@ def sample_growth_rates(lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, "
     return 8.0 / lam.shape[0] * jnp.max(lam, axis=1) * jnp.asarray(ys, dtype=float)
 
 
+class XiFlow(NamedTuple):
+    xi: Float[Array, "T m"]  # xi_mu(t) of Eq. (36)
+    residuals: Float[Array, "T m"]  # Delta_mu(t) = d xi_mu / dt
+    num_steps: Array  # steps taken by the solver
+
+
 def sample_xi_flow(
     t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"],
-    z0: Float[ArrayLike, " p"], *, rtol: float = 1e-11, atol: float = 1e-13,
-) -> tuple[Float[Array, "T m"], Float[Array, "T m"]]:
-    r"""Runge–Kutta (Tsit5) integration of Eq. (36) in differential form (Eq. 133),
+    z0: Float[ArrayLike, " p"], *, rtol: float = 1e-11, atol: float = 1e-13, solver: str = "tsit5",
+    time: str = "linear",
+) -> XiFlow:
+    r"""Runge–Kutta integration of Eq. (36) in differential form (Eq. 133),
     $\dot\xi_\mu = \sum_k\lambda_{\mu,k}z_k(0)e^{-\frac8m\lambda_{\mu,k}\xi_\mu} - y_\mu$, as the paper
-    does for Fig. 4. Returns ``(xi, residuals)`` with $\Delta_\mu = \dot\xi_\mu$."""
+    does for Fig. 4, through :func:`nqf.dynamics.solve_ode` (compiled once per shape). Returns
+    :class:`XiFlow` ``(xi, residuals, num_steps)`` with $\Delta_\mu = \dot\xi_\mu$."""
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
     m = lam.shape[0]
     check_shape("ys", ys, (m,), "one label per sample")
     check_shape("z0", z0, (lam.shape[1],), "one initial feature per eigen-direction")
     ys, z0 = jnp.asarray(ys, dtype=float), jnp.asarray(z0, dtype=float)
-    xi = solve_ode(_xi_field, jnp.zeros(m), t, args=(lam, z0, ys), rtol=rtol, atol=atol)
-    return xi, jax.vmap(lambda x: _xi_field(0.0, x, (lam, z0, ys)))(xi)
+    sol = solve_ode(_xi_field, jnp.zeros(m), t, args=(lam, z0, ys), rtol=rtol, atol=atol, solver=solver, time=time)
+    return XiFlow(sol.ys, _xi_residuals(sol.ys, (lam, z0, ys)), sol.num_steps)
+
+
+@jax.jit
+def _xi_residuals(xi, args):
+    return jax.vmap(lambda x: _xi_field(0.0, x, args))(xi)
 
 
 def _xi_field(t, xi, args):
@@ -154,11 +172,12 @@ class SingularSweep(NamedTuple):
 
 
 def singular_limit_sweep(
-    As: StructureStack, ys: Targets, eps: Float[ArrayLike, " E"], taus: Float[ArrayLike, " T"], *,
+    data: NQFData, eps: Float[ArrayLike, " E"], taus: Float[ArrayLike, " T"], *,
     P: Float[ArrayLike, "p p"] | None = None, z_final: Float[ArrayLike, " p"] | None = None,
     M0_unit: Float[ArrayLike, "p p"] | None = None, rho: tuple[float, ...] = (0.1, 0.5, 0.9),
     rtol: float = 1e-10, atol: float = 1e-12, atol_M: float | None = None, max_steps: int = 16_384,
-    progress: bool = False, pad_to: tuple[int, int] | None = None,
+    progress: bool = False, pad_to: tuple[int, int] | None = None, solver: str = "tsit5",
+    mesh: jax.sharding.Mesh | None = None,
 ) -> SingularSweep:
     r"""The gradient flow (Eq. 28) from $M(0) = \epsilon M_0$ for every $\epsilon$ of a grid at once
     (``jax.vmap``), integrated in the rescaled clock $\tau = t/\ln(1/\epsilon)$.
@@ -179,9 +198,21 @@ def singular_limit_sweep(
     ``pad_to = (m_pad, p_pad)`` pads the data with zero samples (weight 0 in the loss) and zero
     directions (which stay at their initial value) before solving. The padding is exact; it only
     lets sweeps of different sizes (and tolerances) share one compiled program.
+
+    ``data`` is an :class:`~nqf.model.NQFData` with ZGZ (targets $y_\mu - f_0$). The solve goes
+    through :func:`nqf.dynamics.integrate` (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
+    dataset enters the vmap over $\epsilon$ once, unbatched. ``mesh`` (a ``jax.sharding.Mesh``, e.g.
+    :func:`nqf.dynamics.batch_mesh`) splits the grid of $\epsilon$ over its devices, with the same
+    numbers as without it. ``progress=True`` uses host callbacks, so that program is not kept by
+    the persistent compilation cache.
     """
     require_x64("singular_limit_sweep")
-    m, p = check_dataset(As, ys)
+    data = require_data(data)
+    if not data.zgz:
+        raise ValueError("singular_limit_sweep integrates the flow on M alone (Eq. 28), which needs ZGZ data "
+                         "(no `gs`, no `Bs`).")
+    check_mesh(mesh)
+    m, p = data.m, data.p
     eps = jnp.asarray(eps, dtype=float)
     check_ndim("eps", eps, 1, "grid of initial scales")
     if bool(jnp.any((eps <= 0) | (eps >= 1))):
@@ -201,7 +232,7 @@ def singular_limit_sweep(
     if bool(jnp.any((rho <= 0) | (rho >= 1))):
         raise ValueError(f"`rho` levels must lie in (0, 1); got {np.asarray(rho)}.")
     atol_M = 0.0 if atol_M is None else float(atol_M)
-    As, ys = np.asarray(As, dtype=float), np.asarray(ys, dtype=float)
+    As, ys = np.asarray(data.As), np.asarray(data.ys - data.f0)
     m_pad, p_pad = (m, p) if pad_to is None else (int(pad_to[0]), int(pad_to[1]))
     if m_pad < m or p_pad < p:
         raise ValueError(f"`pad_to` must be at least the data size (m, p) = {(m, p)}; got {pad_to!r}.")
@@ -217,8 +248,12 @@ def singular_limit_sweep(
     zf_p[:p] = np.asarray(zf)
     out = _sweep_impl(*(jnp.asarray(v) for v in (A_p, y_p, w, P_p, N0_p, zf_p)), rho, eps, taus,
                       jnp.asarray(float(rtol)), jnp.asarray(float(atol)), jnp.asarray(atol_M),
-                      max_steps=int(max_steps), progress=bool(progress))
-    loss, log_z, res, ts_f, ts_s, steps = out
+                      max_steps=int(max_steps), progress=bool(progress), solver=solver, mesh=mesh)
+    loss, log_z, res, ts_f, ts_s, steps, ok = out
+    if not bool(np.all(ok)):
+        bad = np.asarray(eps)[~np.asarray(ok)]
+        raise RuntimeError(f"singular_limit_sweep: the ODE solver failed for eps = {bad[:5]} (steps taken: "
+                           f"{np.asarray(steps)[~np.asarray(ok)][:5]}); raise `max_steps` or loosen `rtol`/`atol`.")
     return SingularSweep(eps, taus, loss, log_z[..., :p], res[..., :m], ts_f[..., :p], ts_s[..., :m], rho, steps)
 
 
@@ -227,64 +262,71 @@ def _max_norm(x):
     return jnp.max(jnp.abs(x))
 
 
-@functools.partial(jax.jit, static_argnames=("max_steps", "progress"))
-def _sweep_impl(As, ys, w, P, N0, zf, rho, eps, taus, rtol, atol, atol_M, *, max_steps, progress):
+@functools.partial(jax.jit, static_argnames=("max_steps", "progress", "solver", "mesh"))
+def _sweep_impl(As, ys, w, P, N0, zf, rho, eps, taus, rtol, atol, atol_M, *, max_steps, progress, solver, mesh):
     m, p = As.shape[0], As.shape[1]
+    data = (As.reshape(m, p * p), ys, w, P, N0, zf, rho, taus, rtol, atol, atol_M)
+
+    def one(e, data):
+        return _sweep_lane(e, *data, max_steps=max_steps, progress=progress, solver=solver)
+
+    return sharded_vmap(one, (0, None), mesh)(eps, data)
+
+
+def _sweep_field(tau, N, args):
+    r"""Eq. (28) for $N = M/\epsilon$ in $\tau = t/\ln(1/\epsilon)$, with
+    $H = \frac{4}{\sum w}\sum_\mu w_\mu\Delta_\mu A_\mu$ ($w = 0$ on padding); module level, data in ``args``."""
+    e, L, A2, ys, w = args
+    p = N.shape[-1]
+    delta = e * (A2 @ N.reshape(-1)) - ys
+    H = (4.0 / jnp.sum(w)) * ((w * delta) @ A2).reshape(p, p)
+    return -L * (H @ N + N @ H)
+
+
+def _sweep_lane(e, A2, ys, w, P, N0, zf, rho, taus, rtol, atol, atol_M, *, max_steps, progress, solver):
+    r"""One $\epsilon$ of the sweep: the solve, the loss and features on ``taus``, the switch-on times."""
+    m, p = A2.shape[0], P.shape[0]
     tau_max = taus[-1]
 
     def feats(N):
         return jnp.einsum("ik,ij,jk->k", P, N, P)
 
-    def one(e):
-        L = -jnp.log(e)
+    sol = integrate(_sweep_field, N0, taus, (e, -jnp.log(e), A2, ys, w), rtol, jnp.maximum(atol, atol_M / e),
+                    solver=solver, max_steps=max_steps, dense=True, norm=_max_norm, progress=progress)
+    Ns = sol.ys
+    log_z = jnp.log(e) + jnp.log(jax.vmap(feats)(Ns))
+    res = e * (Ns.reshape(Ns.shape[0], p * p) @ A2.T) - ys
+    loss = jnp.sum(w * res**2, axis=1) / jnp.sum(w)
 
-        def vf(tau, N, args):  # Eq. (28) with H = (4/m) sum_mu w_mu Delta_mu A_mu (w = 0 on padding)
-            delta = e * jnp.einsum("ij,mji->m", N, As) - ys
-            H = 4.0 / jnp.sum(w) * jnp.einsum("m,mij->ij", w * delta, As)
-            return -L * (H @ N + N @ H)
+    # switch-on times: one batched bisection on the dense solution for every level and
+    # every feature (z_k = rho z_final_k) and sample (Delta_mu = -(1 - rho) y_mu)
+    R = rho.shape[0]
+    kk = jnp.tile(jnp.arange(p), R)
+    rk = jnp.repeat(rho, p)
+    mm = jnp.tile(jnp.arange(m), R)
+    rm = jnp.repeat(rho, m)
 
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(vf), diffrax.Tsit5(), t0=0.0, t1=tau_max, dt0=None, y0=N0,
-            saveat=diffrax.SaveAt(ts=taus, dense=True),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=jnp.maximum(atol, atol_M / e), norm=_max_norm),
-            max_steps=max_steps,
-            progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(), throw=True,
-        )
-        Ns = sol.ys
-        log_z = jnp.log(e) + jnp.log(jax.vmap(feats)(Ns))
-        res = e * jnp.einsum("tij,mji->tm", Ns, As) - ys
-        loss = jnp.sum(w * res**2, axis=1) / jnp.sum(w)
+    def values(tq_f, tq_s):
+        Nf = jax.vmap(sol.evaluate)(tq_f)
+        zf_q = jax.vmap(feats)(Nf)[jnp.arange(kk.shape[0]), kk]
+        vf_ = jnp.log(e) + jnp.log(zf_q) - jnp.log(rk * zf[kk])
+        Nq = jax.vmap(sol.evaluate)(tq_s)
+        vs_ = e * jnp.sum(Nq.reshape(Nq.shape[0], p * p) * A2[mm], axis=1) - ys[mm] + (1 - rm) * ys[mm]
+        return vf_, vs_
 
-        # switch-on times: one batched bisection on the dense solution for every level and
-        # every feature (z_k = rho z_final_k) and sample (Delta_mu = -(1 - rho) y_mu)
-        R = rho.shape[0]
-        kk = jnp.tile(jnp.arange(p), R)
-        rk = jnp.repeat(rho, p)
-        mm = jnp.tile(jnp.arange(m), R)
-        rm = jnp.repeat(rho, m)
+    def bis(_, state):
+        lo_f, hi_f, lo_s, hi_s = state
+        mid_f, mid_s = 0.5 * (lo_f + hi_f), 0.5 * (lo_s + hi_s)
+        up_f, up_s = (v >= 0 for v in values(mid_f, mid_s))
+        return (jnp.where(up_f, lo_f, mid_f), jnp.where(up_f, mid_f, hi_f),
+                jnp.where(up_s, lo_s, mid_s), jnp.where(up_s, mid_s, hi_s))
 
-        def values(tq_f, tq_s):
-            Nf = jax.vmap(sol.evaluate)(tq_f)
-            zf_q = jax.vmap(feats)(Nf)[jnp.arange(kk.shape[0]), kk]
-            vf_ = jnp.log(e) + jnp.log(zf_q) - jnp.log(rk * zf[kk])
-            Ns = jax.vmap(sol.evaluate)(tq_s)
-            vs_ = e * jnp.einsum("qij,qji->q", Ns, As[mm]) - ys[mm] + (1 - rm) * ys[mm]
-            return vf_, vs_
-
-        def bis(_, state):
-            lo_f, hi_f, lo_s, hi_s = state
-            mid_f, mid_s = 0.5 * (lo_f + hi_f), 0.5 * (lo_s + hi_s)
-            up_f, up_s = (v >= 0 for v in values(mid_f, mid_s))
-            return (jnp.where(up_f, lo_f, mid_f), jnp.where(up_f, mid_f, hi_f),
-                    jnp.where(up_s, lo_s, mid_s), jnp.where(up_s, mid_s, hi_s))
-
-        zeros_f, zeros_s = jnp.zeros(kk.shape), jnp.zeros(mm.shape)
-        lo_f, hi_f, lo_s, hi_s = jax.lax.fori_loop(
-            0, 64, bis, (zeros_f, zeros_f + tau_max, zeros_s, zeros_s + tau_max))
-        v0_f, v0_s = values(zeros_f, zeros_s)
-        v1_f, v1_s = values(zeros_f + tau_max, zeros_s + tau_max)
-        ts_f = jnp.where((v1_f >= 0) & (v0_f < 0), 0.5 * (lo_f + hi_f), jnp.nan).reshape(R, p)
-        ts_s = jnp.where((v1_s >= 0) & (v0_s < 0), 0.5 * (lo_s + hi_s), jnp.nan).reshape(R, m)
-        return loss, log_z, res, ts_f, ts_s, sol.stats["num_steps"]
-
-    return jax.vmap(one)(eps)
+    zeros_f, zeros_s = jnp.zeros(kk.shape), jnp.zeros(mm.shape)
+    lo_f, hi_f, lo_s, hi_s = jax.lax.fori_loop(
+        0, 64, bis, (zeros_f, zeros_f + tau_max, zeros_s, zeros_s + tau_max))
+    v0_f, v0_s = values(zeros_f, zeros_s)
+    v1_f, v1_s = values(zeros_f + tau_max, zeros_s + tau_max)
+    ts_f = jnp.where((v1_f >= 0) & (v0_f < 0), 0.5 * (lo_f + hi_f), jnp.nan).reshape(R, p)
+    ts_s = jnp.where((v1_s >= 0) & (v0_s < 0), 0.5 * (lo_s + hi_s), jnp.nan).reshape(R, m)
+    ok = sol.result == diffrax.RESULTS.successful
+    return loss, log_z, res, ts_f, ts_s, sol.stats["num_steps"], ok
