@@ -226,3 +226,14 @@ def test_check_row_rejects_bad_arguments():
         check_theorem1(arch, jnp.array([1.0, jnp.inf, 0.0]))
     with pytest.raises(ValueError, match=r"`x` must have shape \(3\)"):
         check_theorem1(arch, jnp.ones(4))
+
+
+def test_tables_1_and_3_are_views_of_one_registry():
+    from nqf.architectures import REGISTRY, TABLE1, table1_architectures
+    assert TABLE3 == REGISTRY
+    assert [r.key for r in TABLE1] == ["mlp", "cnn", "mha", "moe", "phase", "dln_square"]  # the paper's Table 1 order
+    assert all(r in REGISTRY for r in TABLE1) and [r.table1 for r in TABLE1] == list(range(6))
+    archs = table1_architectures()
+    assert archs == [r.build() for r in TABLE1]  # architectures compare by value
+    assert [a.name for a in archs] == ["two-layer MLP", "single-layer CNN", "multi-head attention",
+                                       "mixture of experts", "phase retrieval", "diagonal linear network"]
