@@ -349,12 +349,13 @@ MINI_TOC = """format: jb-book
 root: book/intro
 chapters:
   - file: notebooks/ch01_mini
+  - file: book/references
 """
 
 
 @pytest.fixture
 def mini_repo(tmp_repo):
-    """``tmp_repo`` with a one-chapter book (intro + ch01_mini): a fast site build."""
+    """``tmp_repo`` with a one-chapter book (intro, ch01_mini, references): a fast site build."""
     (tmp_repo / "book" / "_toc.yml").write_text(MINI_TOC)
     (tmp_repo / "book" / "intro.md").write_text("# Mini book\n\nOne chapter: {doc}`../notebooks/ch01_mini`.\n")
     make_notebook(tmp_repo / "notebooks" / "ch01_mini.ipynb", PASSING)
