@@ -64,4 +64,5 @@ from ._deep import DeepAttention as DeepAttention
 from ._deep import MeanQueryAttention as MeanQueryAttention
 from ._deep import deep_mlp as deep_mlp
 from ._deep import deep_attention as deep_attention
+from ._fourier import fourier_nqf_gd as fourier_nqf_gd
 from ._modules import gaussian_linear_part as gaussian_linear_part

@@ -27,7 +27,7 @@ from .._types import ArrayLike
 from ._base import Architecture
 
 
-def fourier_features(x: Float[ArrayLike, "*n"], P: int) -> Float[Array, "*n P"]:
+def fourier_features(x: Float[ArrayLike, "*n"] | float, P: int) -> Float[Array, "*n P"]:
     r"""Orthonormal Fourier features $\psi_k(x) = \sqrt2\cos(2\pi kx)$, $k = 1..P$ (Sec. 7). On a uniform
     grid of $M > 2P$ points, $\frac1M\sum_\mu\psi_k(x_\mu)\psi_j(x_\mu) = \delta_{kj}$."""
     if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
@@ -111,7 +111,7 @@ def fourier_mlp(P: int, theta: float, *, normalise: bool = True) -> FourierMLP:
 
 
 def fourier_mlp_batch(params: Float[ArrayLike, "2 P"], xs: Float[ArrayLike, " n"], coupling_s: Float[ArrayLike, " P"],
-                      pre: float, *, nqf: bool = False) -> Float[Array, " n"]:
+                      pre: float | Float[ArrayLike, ""], *, nqf: bool = False) -> Float[Array, " n"]:
     r"""Eq. (50) on a batch of inputs with the parameters as two rows ``(a, W)``; ``coupling_s`` are the
     $s_k$ and ``pre`` the prefactor ($1/\sqrt P$ or 1). ``nqf=True`` gives its NQF
     $\mathrm{pre}\sum_ks_ka_kW_k\psi_k(x)$. The fast path used for training (one call per GD step)."""

@@ -18,3 +18,9 @@ from ._style import THEORY_KW as THEORY_KW
 from ._style import MEASURED_KW as MEASURED_KW
 from ._style import RC_PARAMS as RC_PARAMS
 from ._claims import ClaimsSummary as ClaimsSummary
+from ._powerlaw import PowerLawFit as PowerLawFit
+from ._powerlaw import power_law_fit as power_law_fit
+from ._powerlaw import switch_on_window as switch_on_window
+from ._powerlaw import Sensitivity as Sensitivity
+from ._powerlaw import window_sensitivity as window_sensitivity
+from ._powerlaw import sharp_switch_tolerance as sharp_switch_tolerance

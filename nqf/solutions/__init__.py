@@ -46,4 +46,13 @@ from ._sudden import feature_step_loss as feature_step_loss
 from ._sudden import sample_step_loss as sample_step_loss
 from ._sudden import SingularSweep as SingularSweep
 from ._sudden import singular_limit_sweep as singular_limit_sweep
+from ._scaling import feature_exponent as feature_exponent
+from ._scaling import sample_exponent as sample_exponent
+from ._scaling import fourier_exponent as fourier_exponent
+from ._scaling import nam_exponent as nam_exponent
+from ._scaling import effective_exponent as effective_exponent
+from ._scaling import effective_exponent_time as effective_exponent_time
+from ._scaling import effective_exponent_window as effective_exponent_window
+from ._scaling import logistic_excess_loss as logistic_excess_loss
+from ._scaling import sample_wise_loss as sample_wise_loss
 from ._sudden import XiFlow as XiFlow

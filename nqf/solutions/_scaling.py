@@ -103,7 +103,7 @@ def nam_exponent(alpha: float) -> float:
     return feature_exponent(a + 1.0, a + 1.0)
 
 
-def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray:
+def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray | float:
     r"""Finite-$\epsilon$ effective exponent, Eq. (292):
 
     $$ k_\mathrm{eff} = \frac{\alpha_1-1}{\alpha_2 - (\alpha_1-\alpha_2)/\ln\big(\zeta_k/(C_k\epsilon)\big)}, $$
@@ -129,7 +129,7 @@ def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray:
     return (a1 - 1.0) / den
 
 
-def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, const: float = 0.0) -> np.ndarray:
+def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, const: float = 0.0) -> np.ndarray | float:
     r"""Eq. (295): the effective exponent as a function of time,
     $k_\mathrm{eff}(t)\approx\frac{\alpha_1-1}{\alpha_2}\big[1 + \frac{\alpha}{\ln(1/\epsilon) + \alpha\ln\ln(1/\epsilon) + C - \alpha\ln t}\big]$
     with $\alpha = (\alpha_1-\alpha_2)/\alpha_2$ and the constant $C$ of Eq. (293) (``const``). It grows
