@@ -38,3 +38,11 @@ from ._spectra import sample_power_law as sample_power_law
 from ._spectra import sample_dataset as sample_dataset
 from ._spectra import FourierData as FourierData
 from ._spectra import fourier_dataset as fourier_dataset
+from ._teachers import FIG2_SINGULAR_VALUES as FIG2_SINGULAR_VALUES
+from ._teachers import Fig2Module as Fig2Module
+from ._teachers import fig2_modules as fig2_modules
+from ._teachers import TeacherSet as TeacherSet
+from ._teachers import low_rank_teacher as low_rank_teacher
+from ._teachers import Fig2Run as Fig2Run
+from ._teachers import fig2_run as fig2_run
+from ._teachers import half_times as half_times

@@ -38,3 +38,4 @@ from ._flow import integrate as integrate
 from ._flow import flow_statistics as flow_statistics
 from ._sharding import batch_mesh as batch_mesh
 from ._sharding import sharded_vmap as sharded_vmap
+from ._compare import nqf_output as nqf_output

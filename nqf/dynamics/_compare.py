@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import Array
 
 from ..architectures._base import Architecture
 
@@ -137,6 +138,20 @@ def _loss(out_fn, apply, tr, frozen, xb, yb):
     pred = jax.vmap(lambda x: out_fn(apply, tr, frozen, x))(xb)
     r = jnp.reshape(pred - yb, (yb.shape[0], -1))
     return jnp.mean(jnp.sum(r**2, axis=1))
+
+
+def nqf_output(module: Architecture | Callable, W: Any, x: Any, *, neuron_axes: Any = 1) -> Array:
+    r"""The NQF of a module at weights ``W``, matrix-free: $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$ (Eq. 2).
+
+    Evaluated as $f_x(0) + \frac12 D^2f_x(0)[W, W]$ (two nested ``jax.jvp``), which equals Eq. (2) when ZGZ
+    holds (Property 1: no gradient and no cross-neuron Hessian block at 0, Eq. 54); one value per output.
+    ``module`` is an :class:`~nqf.architectures.Architecture` (``W`` of shape ``(p, d)``) or a callable
+    ``apply(params, x)`` with ``neuron_axes`` as in :func:`compare_with_nqf`. Leaves with axis ``None``
+    are not expanded (they keep their values).
+    """
+    apply = module.apply if isinstance(module, Architecture) else module
+    tr, frozen, _, _ = _split_params(W, 1 if isinstance(module, Architecture) else neuron_axes)
+    return _nqf_out(apply, tr, frozen, x)
 
 
 # ----------------------------------------------------------------- hypotheses (matrix-free)
@@ -312,7 +327,7 @@ def _leading(x) -> int:
 
 
 def compare_with_nqf(
-    module: Architecture | Callable,
+    module: Architecture | Callable | None,
     W0: Any,
     data: Any,
     optimizer: optax.GradientTransformation,

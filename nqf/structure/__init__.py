@@ -22,3 +22,8 @@ from ._feedforward import feedforward_form as feedforward_form
 from ._theorem1 import Theorem1Check as Theorem1Check
 from ._theorem1 import check_theorem1 as check_theorem1
 from ._feedforward import feedforward_splits as feedforward_splits
+from ._pytree import NeuronLayout as NeuronLayout
+from ._pytree import neuron_weights as neuron_weights
+from ._pytree import weight_apply as weight_apply
+from ._pytree import pytree_structure_matrix as pytree_structure_matrix
+from ._pytree import pytree_structure_report as pytree_structure_report

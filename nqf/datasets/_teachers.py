@@ -1,0 +1,210 @@
+r"""The four modules of Fig. 2, their end-to-end linear maps, and low-rank NQF teachers.
+
+Fig. 2 of the paper trains an MLP, a CNN, query–key-only attention and multi-head attention
+(8 outputs each) on 600 Gaussian samples labelled by "a low-rank NQF" with singular values
+$s = (1, \frac12, \frac14, \frac18)$ and plots the "recovered singular values" $\hat s_k(t)/s_k$.
+The paper defines neither; the book uses the feed-forward form (Eqs. 17–19). Each of these
+modules' $A(x)$ is block off-diagonal, $A^{(m)} = \frac12[[0, C^{(m)}], [C^{(m)\top}, 0]]$, with
+$C^{(m)}(x)$ linear in a feature of the input, so the NQF output is linear in that feature through
+one matrix $L(W)$ built from the effective matrix $Z_2Z_1^\top$ of Eq. (18):
+
+==============  ==========================================  ==================  =============================
+module          $L(W)$                                      feature             NQF output
+==============  ==========================================  ==================  =============================
+MLP (Eq. 6)     $VU^\top$ ($o\times k$)                      $x$                 $\phi'(0)\,Lx$
+CNN (Eq. 16)    $VK^\top$ ($o\times k_hk_w$)                 $\sum_p x_p$        $\phi'(0)\,L\sum_px_p$
+QK-only (12)    $(W^K)^\top W^Q$ ($D\times D$)               $(q, u_m=\Sigma_Xc_m)$  $u_m^\top Lq/\sqrt{d_k}$
+MHA (Eq. 8)     $\sum_iR_i^\top W^V_i$ ($o\times D$)         $x_{avg}$           $Lx_{avg}$
+==============  ==========================================  ==================  =============================
+
+$\hat s_k(t)$ is the $k$-th singular value of $L(W(t))$, for the module and for the NQF alike. For
+the MLP it is the SVD of the product of the two layers. The teacher is the NQF of the same
+module at weights $W^*$ of rank 4 with $L(W^*) = P\,\mathrm{diag}(s)\,Q^\top$ (random orthonormal
+$P, Q$), plus the module's own $f_x(0)$: $y = f_x(0) + \mathrm{Tr}[W^*W^{*\top}A(x)]$, so the NQF
+can reach zero loss and $\hat s_k\to s_k$ is its fixed point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..architectures._attention import multihead_attention
+from ..architectures._attention_rows import single_head_attention_logits
+from ..architectures._base import Architecture
+from ..architectures._modules import cnn, two_layer_mlp
+from ..dynamics._compare import compare_with_nqf, nqf_output
+
+FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
+
+
+class Fig2Module(NamedTuple):
+    """One column of Fig. 2: the module, its width and how to read its end-to-end linear map."""
+
+    key: str  #: "mlp", "cnn", "qk", "mha"
+    label: str  #: panel title
+    arch: Architecture
+    d: int  #: neurons (width) of the student
+    linear_map: Callable[[Array], Array]  #: W -> L(W), the end-to-end linear map (module docstring)
+    weights_from_map: Callable[[Array, int], Array]  #: (factors (P, s, Q), d) -> W with L(W) = P diag(s) Q^T
+    map_shape: tuple[int, int]  #: shape of L
+    describe: str  #: sizes, in words
+
+
+def _ff_map(n1: int):
+    """$L = Z_2Z_1^\\top$ with $Z_1 = W_{[:n_1]}$, $Z_2 = W_{[n_1:]}$ (Eq. 18)."""
+    return lambda W: W[n1:] @ W[:n1].T
+
+
+def _ff_weights(n1: int, n2: int):
+    def build(factors, d):
+        P, s, Q = factors  # P (n2, r), s (r,), Q (n1, r)
+        r = s.shape[0]
+        root = jnp.sqrt(s)
+        W = jnp.zeros((n1 + n2, d), P.dtype)
+        return W.at[:n1, :r].set(Q * root).at[n1:, :r].set(P * root)
+
+    return build
+
+
+def _mha_parts(D: int, d_k: int, d_v: int, o: int):
+    s, sv = d_k * D, d_v * D
+
+    def linear_map(W):
+        V = jnp.reshape(W[2 * s:2 * s + sv].T, (-1, D, d_v)).transpose(0, 2, 1)  # (d, d_v, D), column-major vec
+        R = jnp.reshape(W[2 * s + sv:].T, (-1, o, d_v)).transpose(0, 2, 1)  # (d, d_v, o)
+        return jnp.einsum("iao,iaj->oj", R, V)
+
+    def build(factors, d):
+        P, sv_, Q = factors  # P (o, r), Q (D, r)
+        r = sv_.shape[0]
+        if r > d:
+            raise ValueError(f"a rank-{r} MHA teacher needs at least {r} heads; got d = {d}.")
+        root = jnp.sqrt(sv_)
+        V = jnp.zeros((d, d_v, D), P.dtype).at[:r, 0, :].set((Q * root).T)
+        R = jnp.zeros((d, d_v, o), P.dtype).at[:r, 0, :].set((P * root).T)
+        vecV = jnp.transpose(V, (0, 2, 1)).reshape(d, -1)  # column-major vec of each (d_v, D)
+        vecR = jnp.transpose(R, (0, 2, 1)).reshape(d, -1)
+        return jnp.concatenate([jnp.zeros((d, 2 * s), P.dtype), vecV, vecR], axis=1).T
+
+    return linear_map, build
+
+
+def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Module, ...]:
+    r"""The four columns of Fig. 2 at the paper's sizes (App. C).
+
+    * MLP $20\to64\to8$, tanh, no bias (:func:`nqf.two_layer_mlp`);
+    * CNN: single-channel $5\times7$ input, 64 kernels $4\times5$, stride 1, no padding, tanh, global
+      sum pooling, 8 outputs (:func:`nqf.cnn`);
+    * QK-only attention: input dimension 20, $d_k = 8$, sequence 16, single head whose $d_k$ rows are
+      the neurons (Prop. 4; :func:`nqf.architectures.single_head_attention_logits`), fixed readout
+      $c\in\mathbb R^{20\times8}$ with $\mathcal N(0, 1/20)$ entries drawn from ``key``;
+    * MHA: 4 heads (the neurons), $d_k = 8$, $d_v = 20$, input dimension 20, sequence 16, readout
+      $R_i\in\mathbb R^{d_v\times8}$ (:func:`nqf.multihead_attention`).
+    """
+    key = jax.random.PRNGKey(20) if key is None else key
+    o = int(outputs)
+    c = jax.random.normal(key, (20, o)) / np.sqrt(20.0)
+    mha_map, mha_build = _mha_parts(20, 8, 20, o)
+    return (
+        Fig2Module("mlp", "MLP", two_layer_mlp(20, outputs=o), 64, _ff_map(20), _ff_weights(20, o), (o, 20),
+                   "20 -> 64 -> 8, tanh, no bias"),
+        Fig2Module("cnn", "CNN", cnn(5, 7, 4, 5, outputs=o), 64, _ff_map(20), _ff_weights(20, o), (o, 20),
+                   "5x7 input, 64 kernels 4x5, stride 1, no padding, tanh, global sum pooling"),
+        Fig2Module("qk", "QK-only attention", single_head_attention_logits(20, 16, 8, c=c), 8, _ff_map(20),
+                   _ff_weights(20, 20), (20, 20), "D = 20, N = 16, one head, d_k = 8 rows = neurons, fixed readout"),
+        Fig2Module("mha", "MHA", multihead_attention(20, 16, 8, 20, outputs=o), 4, mha_map, mha_build, (o, 20),
+                   "D = 20, N = 16, 4 heads, d_k = 8, d_v = 20"),
+    )
+
+
+class TeacherSet(NamedTuple):
+    """Inputs, targets and the teacher of one Fig. 2 column (see :func:`low_rank_teacher`)."""
+
+    xs: Any  #: inputs with a leading sample axis (``(q, X)`` pairs for attention)
+    ys: Float[Array, "m o"]  #: targets
+    W_teacher: Float[Array, "p d"]  #: teacher weights (rank-r linear map, zero columns beyond r)
+    L_teacher: Array  #: its end-to-end linear map P diag(s) Q^T
+    s: np.ndarray  #: the teacher's singular values
+
+
+def _orthonormal(key, n: int, r: int) -> Array:
+    return jnp.linalg.qr(jax.random.normal(key, (n, r)))[0]
+
+
+def low_rank_teacher(
+    module: Fig2Module, m: int, *, key: Array, s: tuple[float, ...] = FIG2_SINGULAR_VALUES,
+) -> TeacherSet:
+    r"""``m`` standard Gaussian inputs of ``module`` labelled by a low-rank NQF teacher (Fig. 2).
+
+    The teacher's end-to-end linear map is $L^* = P\,\mathrm{diag}(s)\,Q^\top$ with random orthonormal
+    $P, Q$; its weights $W^*$ (rank ``len(s)``, width ``module.d``) satisfy $L(W^*) = L^*$, and the
+    targets are the NQF of the module at $W^*$ (Eq. 2): $y = f_x(0) + \mathrm{Tr}[W^*W^{*\top}A(x)]$.
+    """
+    s_arr = np.asarray(s, dtype=float)
+    if s_arr.ndim != 1 or s_arr.size < 1 or np.any(s_arr <= 0):
+        raise ValueError(f"`s` must be a non-empty sequence of positive singular values; got {s!r}.")
+    if not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"`m` must be a positive int; got {m!r}.")
+    kx, kp, kq = jax.random.split(key, 3)
+    keys = jax.random.split(kx, m)
+    xs = jax.vmap(module.arch.sample_input)(keys)
+    n_out, n_in = module.map_shape
+    P, Q = _orthonormal(kp, n_out, s_arr.size), _orthonormal(kq, n_in, s_arr.size)
+    sj = jnp.asarray(s_arr, P.dtype)
+    W = module.weights_from_map((P, sj, Q), module.d)
+    ys = jax.jit(jax.vmap(lambda x: nqf_output(module.arch, W, x)))(xs)
+    return TeacherSet(xs, ys, W, (P * sj) @ Q.T, s_arr)
+
+
+class Fig2Run(NamedTuple):
+    """One panel of Fig. 2 (one module, one optimiser), at several initial scales at once."""
+
+    sigmas: np.ndarray  #: (B,) initial weight standard deviations
+    steps: np.ndarray  #: (T,) recorded steps
+    module: np.ndarray  #: (B, T, r) recovered singular values of the module over s_k
+    nqf: np.ndarray  #: (B, T, r) the same for its NQF
+    gap: np.ndarray  #: (B,) max over steps and modes of |module - nqf| (in units of s_k)
+    half_module: np.ndarray  #: (B, r) first recorded step with ratio >= 1/2 (inf: never)
+    half_nqf: np.ndarray  #: (B, r)
+    window: np.ndarray  #: (B,) agreement window of the probe outputs (compare_with_nqf)
+    loss_module: np.ndarray  #: (B, T) training loss
+    loss_nqf: np.ndarray  #: (B, T)
+    comparison: Any  #: the full :class:`~nqf.dynamics.Comparison`
+
+
+def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """First recorded step at which ``ratio`` (``(..., T, r)``) reaches 1/2, per mode (``inf``: never)."""
+    above = np.asarray(ratio) >= 0.5
+    first = np.argmax(above, axis=-2)
+    return np.where(above.any(axis=-2), np.asarray(steps)[first].astype(float), np.inf)
+
+
+def fig2_run(
+    module: Fig2Module, teacher: TeacherSet, optimizer, steps: int, sigmas, *, key: Array,
+    record_every: int = 1, threshold: float = 0.1, n_probe: int = 100,
+) -> Fig2Run:
+    r"""Train ``module`` and its NQF on ``teacher`` from $W(0) = \sigma Z$ (one Gaussian $Z$, entries
+    $\mathcal N(0, 1)$, shared by all $\sigma$ so that only the scale changes) for every $\sigma$ in
+    ``sigmas`` at once (one compile), with :func:`nqf.compare_with_nqf`; returns the recovered singular
+    values $\hat s_k(t)/s_k$ of both runs (module docstring), their largest gap, the steps at which each
+    ratio reaches 1/2, and the agreement window of the outputs on the first ``n_probe`` samples."""
+    sig = np.asarray(sigmas, dtype=float)
+    if sig.ndim != 1 or sig.size < 1 or np.any(sig <= 0):
+        raise ValueError(f"`sigmas` must be a 1-D array of positive scales; got {sigmas!r}.")
+    Z = jax.random.normal(key, (module.arch.p, module.d))
+    W0 = jnp.asarray(sig)[:, None, None] * Z[None]
+    probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
+    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, steps, probe=probe,
+                           track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
+                           record_every=record_every, threshold=threshold)
+    r = teacher.s.size
+    mod = res.module["singular_values"][..., :r] / teacher.s
+    nq = res.nqf["singular_values"][..., :r] / teacher.s
+    return Fig2Run(sig, res.steps, mod, nq, np.max(np.abs(mod - nq), axis=(1, 2)), half_times(res.steps, mod),
+                   half_times(res.steps, nq), res.window, res.module["loss"], res.nqf["loss"], res)

@@ -1,0 +1,152 @@
+r"""Structure matrices of the modules researchers already have: parameter pytrees and equinox Modules.
+
+nqf's own modules take weights $W = (w_1\dots w_d)\in\mathbb R^{p\times d}$, one column per neuron.
+A flax-style parameter dict or an ``equinox.Module`` stores the same neurons spread over several
+arrays: in an ``equinox.nn.MLP`` neuron $i$ is row $i$ of the first layer's weight and column $i$ of
+the second's. Given the neuron axis of each leaf the way ``jax.vmap``'s ``in_axes`` are given (a
+prefix pytree of ints; ``None`` for a leaf shared by all neurons, e.g. an output bias, which is held
+fixed), :func:`neuron_weights` packs the neuron leaves into one $W$:
+
+* the rows of $W$ run over the neuron leaves in pytree order, and inside a leaf over its non-neuron
+  axes in C order;
+* column $i$ of $W$ is neuron $i$.
+
+For a two-layer MLP this is the packing ``w = [u; v]`` of :func:`nqf.two_layer_mlp` (Eq. 6). The
+structure matrix $A(x)$ of Theorem 1 (Eq. 2) in these coordinates is then
+:func:`nqf.structure_matrix` of $W\mapsto$ ``apply(unflatten(W), x)``: :func:`pytree_structure_matrix`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._types import Input
+from ._autodiff import StructureReport, structure_matrix, structure_report
+
+
+def _is_axis_leaf(a) -> bool:
+    return a is None or isinstance(a, (int, np.integer))
+
+
+class NeuronLayout(NamedTuple):
+    """Where the neurons of a parameter pytree live (see :func:`neuron_weights`)."""
+
+    params: Any  #: the original pytree (shared leaves and static fields are taken from it)
+    treedef: Any  #: its tree structure
+    index: tuple[int, ...]  #: flat positions of the neuron leaves
+    axes: tuple[int, ...]  #: their neuron axes (non-negative)
+    shapes: tuple[tuple[int, ...], ...]  #: their shapes without the neuron axis
+    p: int  #: parameters per neuron
+    d: int  #: neurons in ``params``
+
+    def unflatten(self, W: Float[Array, "p d"]) -> Any:
+        """The pytree with its neuron leaves taken from ``W`` (any width ``d``); other leaves unchanged."""
+        leaves = list(self.treedef.flatten_up_to(self.params))
+        r0, width = 0, W.shape[1]
+        for i, a, shape in zip(self.index, self.axes, self.shapes):
+            n = int(np.prod(shape, dtype=int))
+            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, a)
+            r0 += n
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+def neuron_weights(params: Any, neuron_axes: Any) -> tuple[Float[Array, "p d"], NeuronLayout]:
+    r"""Pack the neuron leaves of ``params`` into $W\in\mathbb R^{p\times d}$ (one column per neuron).
+
+    Args:
+        params: a parameter pytree (dict of arrays, ``equinox.Module``, ...).
+        neuron_axes: the neuron axis of each leaf, a prefix pytree of ``params`` as ``jax.vmap``'s
+            ``in_axes``: an int, or ``None`` for a leaf that is not a neuron parameter.
+
+    Returns:
+        ``(W, layout)``; ``layout.unflatten(W)`` inverts the packing (at any width).
+    """
+    if _is_axis_leaf(neuron_axes):
+        axes = jax.tree_util.tree_map(lambda _: neuron_axes, params)
+    else:
+        try:
+            axes = jax.tree_util.tree_map(lambda a, sub: jax.tree_util.tree_map(lambda _: a, sub),
+                                          neuron_axes, params, is_leaf=_is_axis_leaf)
+        except ValueError as err:
+            raise ValueError("`neuron_axes` must be a prefix of `params` (as vmap's in_axes are of its "
+                             f"arguments), with ints or None at its leaves; {err}") from err
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    flat_axes = treedef.flatten_up_to(axes)
+    index, ax, shapes, cols, sizes = [], [], [], [], []
+    for i, (leaf, a) in enumerate(zip(leaves, flat_axes)):
+        if a is None:
+            continue
+        if not isinstance(a, (int, np.integer)):
+            raise ValueError(f"`neuron_axes` leaf {i} must be an int or None; got {a!r}.")
+        if not eqx.is_inexact_array(leaf):
+            raise ValueError(f"`neuron_axes` gives axis {a} to leaf {i}, which is not a float array "
+                             f"({type(leaf).__name__}); give it None.")
+        if not -leaf.ndim <= a < leaf.ndim:
+            raise ValueError(f"neuron axis {a} is out of range for leaf {i} of shape {leaf.shape}.")
+        a = int(a) % leaf.ndim
+        moved = jnp.moveaxis(leaf, a, -1)
+        index.append(i)
+        ax.append(a)
+        shapes.append(tuple(moved.shape[:-1]))
+        sizes.append(moved.shape[-1])
+        cols.append(jnp.reshape(moved, (-1, moved.shape[-1])))
+    if not cols:
+        raise ValueError("`neuron_axes` marks no leaf of `params` as a neuron leaf (every axis is None).")
+    if len(set(sizes)) != 1:
+        raise ValueError(f"every neuron leaf must have the same number of neurons along its neuron axis; got {sizes}.")
+    W = jnp.concatenate(cols, axis=0)
+    layout = NeuronLayout(params, treedef, tuple(index), tuple(ax), tuple(shapes), int(W.shape[0]), int(sizes[0]))
+    return W, layout
+
+
+def weight_apply(apply: Callable, layout: NeuronLayout) -> Callable:
+    """``apply_W(W, x) = apply(layout.unflatten(W), x)``: the module in nqf's ``(p, d)`` convention."""
+
+    def apply_W(W, x):
+        return apply(layout.unflatten(W), x)
+
+    return apply_W
+
+
+def _prepare(apply, params, neuron_axes):
+    if apply is None:
+        if not (isinstance(params, eqx.Module) and callable(params)):
+            raise ValueError("`apply` is required unless `params` is a callable equinox Module.")
+        apply = _call
+    if not callable(apply):
+        raise ValueError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
+    _, layout = neuron_weights(params, neuron_axes)
+    return weight_apply(apply, layout), layout
+
+
+def _call(m, x):
+    return m(x)
+
+
+def pytree_structure_matrix(
+    apply: Callable | None, params: Any, x: Input, neuron_axes: Any, **kwargs
+) -> Float[Array, "*o p p"]:
+    r"""$A(x)$ of Theorem 1 for a pytree module, in the coordinates of :func:`neuron_weights`.
+
+    ``apply(params, x)`` is the module (``None`` for a callable equinox Module: ``params(x)``).
+    Calls :func:`nqf.structure_matrix` on $W\mapsto$ ``apply(unflatten(W), x)``, so every check of
+    Theorem 1 (smoothness, permutation symmetry, ZGZ) runs and a failure raises ``ValueError``;
+    ``kwargs`` go to it (``d``, ``allow_general``, ``key``).
+    """
+    apply_W, layout = _prepare(apply, params, neuron_axes)
+    return structure_matrix(apply_W, x, layout.p, **kwargs)
+
+
+def pytree_structure_report(
+    apply: Callable | None, params: Any, x: Input, neuron_axes: Any, **kwargs
+) -> StructureReport:
+    """:func:`nqf.structure_report` of a pytree module (see :func:`pytree_structure_matrix`)."""
+    apply_W, layout = _prepare(apply, params, neuron_axes)
+    return structure_report(apply_W, x, layout.p, **kwargs)
