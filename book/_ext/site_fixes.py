@@ -8,7 +8,11 @@
 * the tab title is plain text: TeX in a page title (``\\(A\\)``, ``$\\mu$``) becomes
   Unicode or plain letters, since the browser cannot typeset a ``<title>``.
 
-``tests/site/check_site.py`` (``make check-site``) checks all three in Chromium.
+* the bibliography is labelled by author and year ("Ziyin et al., 2026"), like
+  the in-text citations (``bibtex_reference_style: author_year``), instead of the
+  numbers "[5]" of pybtex's plain style: ``bibtex_default_style: plain_author_year``.
+
+``tests/site/check_site.py`` (``make check-site``) checks the first three in Chromium.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _page_context(app, pagename, templatename, context, doctree):
         seen, unique = set(), []
         for js in scripts:
             attrs = getattr(js, "attributes", {}) or {}
-            key = (str(getattr(js, "filename", js)), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+            key = (str(getattr(js, "filename", None) or ""), tuple(sorted((k, str(v)) for k, v in attrs.items())))
             if key not in seen:
                 seen.add(key)
                 unique.append(js)
@@ -57,6 +61,39 @@ def _page_context(app, pagename, templatename, context, doctree):
         context["title"] = plain_tex(context["title"])
 
 
+def _register_bibliography_style() -> None:
+    from pybtex.plugin import register_plugin
+    from pybtex.style.formatting.plain import Style as PlainStyle
+    from pybtex.style.labels import BaseLabelStyle
+
+    class AuthorYearLabels(BaseLabelStyle):
+        def format_labels(self, sorted_entries):
+            for entry in sorted_entries:
+                people = entry.persons.get("author") or entry.persons.get("editor") or []
+                last = [" ".join(p.last_names) for p in people]
+                if not last:
+                    who = entry.key
+                elif len(last) == 1:
+                    who = last[0]
+                elif len(last) == 2:
+                    who = f"{last[0]} and {last[1]}"
+                else:
+                    who = f"{last[0]} et al."
+                who = who.replace("{", "").replace("}", "")
+                yield f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+    class PlainAuthorYear(PlainStyle):
+        default_label_style = "author_year"
+
+    for group, name, cls in (("pybtex.style.labels", "author_year", AuthorYearLabels),
+                             ("pybtex.style.formatting", "plain_author_year", PlainAuthorYear)):
+        try:
+            register_plugin(group, name, cls)
+        except Exception:  # already registered (incremental builds)
+            pass
+
+
 def setup(app):
+    _register_bibliography_style()
     app.connect("html-page-context", _page_context, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
