@@ -605,3 +605,22 @@ def test_interrupted_site_build_then_build(mini_repo):
     assert sorted(first) == sorted(second)
     differ = [str(k) for k in first if first[k] != second[k]]
     assert not differ, f"pages differ between two builds of the same inputs: {differ}"
+
+
+def test_a_killed_run_is_repaired_by_the_next_run(tmp_path):
+    """kill -9 mid-chapter leaves the last good outputs in .previous/: housekeeping puts them back."""
+    lay = runner._Layout(tmp_path, "quick")
+    stem = "ch07_x"
+    good_nb = lay.previous(stem) / lay.executed_nb(stem).relative_to(lay.build)
+    good_claims = lay.previous(stem) / lay.claim_candidates(stem)[0].relative_to(lay.build)
+    for path, text in [(good_nb, "good notebook"), (good_claims, "good claims"),
+                       (lay.running_nb(stem), "half-run notebook"),
+                       (lay.claim_candidates(stem)[0], "half-written claims")]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    runner.housekeeping(tmp_path, log=lambda *a: None)
+    assert lay.executed_nb(stem).read_text() == "good notebook"
+    assert lay.claim_candidates(stem)[0].read_text() == "good claims"
+    assert lay.failed_nb(stem).read_text() == "half-run notebook"
+    assert (lay.failed_outputs(stem) / "claims" / "ch07.json").read_text() == "half-written claims"
+    assert not lay.previous(stem).exists() and not lay.record(stem).exists()
