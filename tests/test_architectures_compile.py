@@ -151,3 +151,19 @@ def test_custom_architecture_rejects_bad_arguments():
         custom_architecture("m", 4, mlp.apply, None, mlp.sample_input, "d")
     with pytest.raises(ValueError, match="`outputs`"):
         custom_architecture("m", 4, mlp.apply, mlp.structure, mlp.sample_input, "d", outputs=0)
+
+
+def test_structure_reports_compile_a_plain_callable_once_per_call():
+    xs = jax.random.normal(jax.random.PRNGKey(3), (4, 3))
+    _SCALE["value"] = 1.0
+    with count_compilations() as seen:
+        reps = nqf.structure.structure_reports(_global_reading_module, xs, 4)
+    probes = len(seen)
+    assert len(reps) == 4
+    for x, rep in zip(xs, reps):
+        np.testing.assert_allclose(rep.A, nqf.structure_report(_global_reading_module, x, 4).A, rtol=1e-14)
+    with count_compilations() as seen:  # a new call traces afresh (no stale A) ...
+        nqf.structure.structure_reports(_global_reading_module, xs, 4)
+    assert 1 <= len(seen) <= probes  # ... but once for all its inputs
+    with pytest.raises(ValueError, match="`xs` must hold at least one input"):
+        nqf.structure.structure_reports(_global_reading_module, [], 4)

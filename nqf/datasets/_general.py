@@ -21,7 +21,7 @@ from jaxtyping import Array, Float
 
 from ..dynamics._discrete import weight_outputs
 from ..model._data import NQFData
-from ..structure._autodiff import structure_report
+from ..structure._autodiff import structure_reports
 
 
 class TeacherData(NamedTuple):
@@ -76,7 +76,7 @@ def teacher_dataset(
         raise ValueError(f"`teacher_width` must be >= 1; got {teacher_width!r}.")
     rng = np.random.default_rng(seed)
     xs = subspace_inputs(k, m, rank=rank, rng=rng)
-    reps = [structure_report(module, jnp.asarray(x), int(p)) for x in xs]
+    reps = structure_reports(module, [jnp.asarray(x) for x in xs], int(p))  # one compilation for all inputs
     As, gs, Bs, f0 = (jnp.stack([getattr(r, key) for r in reps]) for key in ("A", "g", "B", "f0"))
     data0 = NQFData(As, jnp.zeros(int(m)), gs=gs, Bs=Bs, f0=f0)
     W_teacher = teacher_scale * jnp.asarray(rng.normal(size=(int(p), int(teacher_width))))

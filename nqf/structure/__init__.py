@@ -27,3 +27,4 @@ from ._pytree import neuron_weights as neuron_weights
 from ._pytree import weight_apply as weight_apply
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._pytree import pytree_structure_report as pytree_structure_report
+from ._autodiff import structure_reports as structure_reports

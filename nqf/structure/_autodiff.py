@@ -225,11 +225,39 @@ def structure_report(
         d: width used for the test (at least 2, so that cross blocks exist).
         key: PRNG key for the random points (default ``PRNGKey(0)``).
         rtol: tolerance relative to the derivative scale (default $10^3\epsilon$).
+
+    The compiled probe is cached on the value of an Architecture (rebuilding it
+    compiles nothing); a plain callable is traced afresh on every call, so a
+    module that reads mutable state never gets a stale report. For many inputs
+    of one plain callable use :func:`structure_reports` (one compilation).
     """
     return _report(module, x, p, d=d, key=key, rtol=rtol)[0]
 
 
-def _report(module, x, p, *, d, key, rtol, W_extra=None) -> tuple[StructureReport, np.ndarray]:
+def structure_reports(
+    module: Architecture | Callable,
+    xs,
+    p: int | None = None,
+    *,
+    d: int = 3,
+    key: Array | None = None,
+    rtol: float | None = None,
+) -> list[StructureReport]:
+    r""":func:`structure_report` at every input of ``xs``, compiled once for the whole call.
+
+    ``xs`` is a list (or tuple) of inputs, or an array whose leading axis indexes
+    the inputs. Even for a plain callable (never cached across calls, see
+    :func:`structure_report`) the inputs of one call share one compiled program
+    when they have the same shapes.
+    """
+    inputs = list(xs)
+    if not inputs:
+        raise ValueError("`xs` must hold at least one input; got an empty sequence.")
+    probe = _compiled(_probe, module)
+    return [_report(module, x, p, d=d, key=key, rtol=rtol, probe=probe)[0] for x in inputs]
+
+
+def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[StructureReport, np.ndarray]:
     """:func:`structure_report`, and the module's values at ``W_extra`` from the same compiled pass."""
     apply, p = _resolve(module, p)
     if not isinstance(d, (int, np.integer)) or d < 2:
@@ -241,7 +269,8 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None) -> tuple[StructureRepor
     eps = float(jnp.finfo(dtype).eps)
     rtol = 1e3 * eps if rtol is None else rtol
     key = jax.random.PRNGKey(0) if key is None else key
-    out = _compiled(_probe, module)(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
+    probe = _compiled(_probe, module) if probe is None else probe
+    out = probe(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
     f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)
     steps = _taylor_steps(dtype)
 
