@@ -5,13 +5,15 @@ A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
 ``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
 (App. B.2). Each constructor returns an :class:`Architecture` that bundles the
 module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
-so that notebooks never special-case an architecture. Near $W = 0$
-(Theorem 1, Eq. 2)
+so that notebooks never special-case an architecture. An architecture is an
+``equinox.Module`` whose fields are its static sizes and options: a value,
+equal and hashable by value, so compiled functions taking it are cached on
+what it is rather than on which object it is. Near $W = 0$ (Theorem 1, Eq. 2)
 
 $$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
 
 Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
-Attention modules live in :mod:`nqf.architectures`. Matrices inside a neuron are
+This file holds the base class and shared helpers. Matrices inside a neuron are
 vectorised **column-major** (``vec`` stacks columns), the convention of the
 Kronecker identities in App. A.5-A.6.
 """
