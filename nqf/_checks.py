@@ -300,3 +300,22 @@ def require_x64(what: str) -> None:
             f"{what} needs float64: call `jax.config.update('jax_enable_x64', True)` "
             "(or set JAX_ENABLE_X64=1) before creating arrays."
         )
+
+
+def as_real_array(name: str, x, dtype=float):
+    """``x`` as a ``jnp`` array of real floats; ``TypeError`` naming ``name`` for strings, ``None``,
+    objects and complex numbers (instead of NumPy's "could not convert string to float")."""
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"`{name}` must be an array of real numbers; got {type(x).__name__} {_describe(x)}.")
+    if _is_concrete(x) and not isinstance(x, jax.Array):
+        try:
+            kind = np.asarray(x).dtype.kind
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"`{name}` must be an array of real numbers; got {type(x).__name__} "
+                            f"({err}).") from None
+        if kind not in "biuf":
+            raise TypeError(f"`{name}` must be an array of real numbers; got {type(x).__name__} "
+                            f"{_describe(x)} (dtype kind {kind!r}).")
+    elif jnp.issubdtype(jnp.result_type(x), jnp.complexfloating):
+        raise TypeError(f"`{name}` must be an array of real numbers; got dtype {jnp.result_type(x)}.")
+    return jnp.asarray(x, dtype=dtype)
