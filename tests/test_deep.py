@@ -213,3 +213,16 @@ def test_bad_input():
     with pytest.raises(ValueError, match="hidden"):
         deep_mlp(0)
     assert float(deep_nqf_output(stats, MLP.forms, x)) == pytest.approx(float(deep_nqf_apply(Ws, MLP.forms, x)))
+
+
+@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (2, 3))])
+def test_weight_forms_of_the_fig8_models(arch, widths):
+    """deep_nqf (weights) = Def. 2 on the statistics; one_layer_nqf = Tr[W W^T A(x)] of one_layer and its NQF."""
+    Ws = random_weights(arch, widths)
+    W1 = arch.collapse(Ws)
+    x = arch.sample_input(jax.random.PRNGKey(12))
+    np.testing.assert_allclose(arch.deep_nqf(Ws, x), deep_nqf_apply(Ws, arch.forms, x), rtol=1e-13)
+    dense = jnp.trace(W1 @ W1.T @ arch.one_layer.structure(x))
+    np.testing.assert_allclose(arch.one_layer_nqf(W1, x), dense, rtol=1e-12)
+    from nqf.dynamics import nqf_output
+    np.testing.assert_allclose(nqf_output(arch.one_layer, W1, x), dense, rtol=1e-10, atol=1e-14)

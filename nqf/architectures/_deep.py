@@ -58,7 +58,7 @@ class DeepArchitecture(eqx.Module):
     An ``equinox.Module`` with static fields, hashable by value (so are its bound
     methods: ``forms`` can be a static argument of a compiled function).
 
-    Interface:
+    Attributes:
         name: short name for labels.
         ps: parameters per neuron of each block, ``(p_1, ..., p_L)``.
         widths: the default number of neurons of each block, ``(d_1, ..., d_L)``.
@@ -80,6 +80,20 @@ class DeepArchitecture(eqx.Module):
     @property
     def structures(self) -> tuple[Callable, ...]:
         return (self.structure1, self.structure2)
+
+    def deep_nqf(self, Ws, x) -> Array:
+        r"""The 2-layer NQF (Def. 2) as a function of the weights: each block's form at
+        $(W^{(l)}W^{(l)\top}, W^{(l)}\mathbf 1)$. Differentiable in ``Ws``."""
+        h = x
+        for W, form in zip(Ws, self.forms):
+            W = jnp.asarray(W)
+            h = form(W @ W.T, W.sum(axis=1), h)
+        return h
+
+    def one_layer_nqf(self, W, x) -> Array:
+        r"""The 1-layer NQF $\mathrm{Tr}[WW^\top A(x)]$ of :attr:`one_layer` (closed form, no $p\times p$ matrix)."""
+        W = jnp.asarray(W)
+        return self.one_layer_form(W @ W.T, W.sum(axis=1), x)
 
 
 class DeepMLP(DeepArchitecture):
@@ -132,6 +146,10 @@ class DeepMLP(DeepArchitecture):
     def structure2(self, h1):
         h1 = jnp.asarray(h1)
         return feedforward_structure(_zero_slope(self.activation, h1) * self.activation(h1)[:, None])
+
+    def one_layer_form(self, M, mu, x):
+        """$\\mathrm{Tr}[M A(x)]$ of the two-layer MLP NQF on $x$ (Prop. 1)."""
+        return _zero_slope(self.activation, x) * (M[:self.k, self.k] @ x)
 
     def collapse(self, Ws):
         k, n2 = self.k, self.hidden[1]
@@ -274,6 +292,10 @@ class DeepAttention(DeepArchitecture):
     def structure2(self, H1):
         H1 = jnp.asarray(H1)
         return self._mha2.structure((H1.mean(axis=1), H1))
+
+    def one_layer_form(self, M, mu, X):
+        """$\\mathrm{Tr}[M A(X)]$ of :class:`MeanQueryAttention` (Eq. 8 with the value dimension $D$)."""
+        return _mha_readout_form(M, X.mean(axis=1), self.D, self.d_k, self.D, 1)[0]
 
     def collapse(self, Ws):
         D, s, sv = self.D, self.d_k * self.D, self.D * self.D

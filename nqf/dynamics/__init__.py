@@ -39,3 +39,11 @@ from ._flow import flow_statistics as flow_statistics
 from ._sharding import batch_mesh as batch_mesh
 from ._sharding import sharded_vmap as sharded_vmap
 from ._compare import nqf_output as nqf_output
+from ._online import OnlineRun as OnlineRun
+from ._online import online_teacher_student as online_teacher_student
+from ._online import agreement_window as agreement_window
+from ._online import relative_loss_gap as relative_loss_gap
+from ._online import SideBySide as SideBySide
+from ._online import train_side_by_side as train_side_by_side
+from ._online import teacher_data as teacher_data
+from ._online import log_loss_gap as log_loss_gap

@@ -1,0 +1,248 @@
+r"""Teacher-student runs beside the NQF with independent seeds vmapped (App. C, Figs. 6 and 8).
+
+:func:`nqf.dynamics.compare_with_nqf` trains one module beside its NQF; with a batch of initial
+weights its runs share one data stream. The two runs here need *independent runs*, each with its
+own teacher and its own data, vmapped over seeds in one compiled ``lax.scan``:
+
+* :func:`online_teacher_student` (Fig. 6): online SGD, a fresh minibatch of Gaussian inputs at every
+  step, labelled by a teacher of the same architecture; the module and its NQF
+  ($f_x(0) + \mathrm{Tr}[WW^\top A(x)]$, Eq. 2, evaluated matrix-free by
+  :func:`nqf.dynamics.nqf_output`) start from the same $W(0)$ and see the same minibatches.
+* :func:`train_side_by_side` (Fig. 8): several models (e.g. a deep module, its 2-layer NQF and a
+  1-layer NQF) trained full batch with one optax optimiser, each from its own initial parameters,
+  recording training and test loss.
+
+Loss: the paper's MSE (Eq. 26, no $\frac12$) averaged over the batch, $\frac1b\sum_x(f(x) - y)^2$.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..architectures._base import Architecture
+from ._compare import nqf_output
+
+
+class OnlineRun(NamedTuple):
+    """Result of :func:`online_teacher_student`; arrays have a leading seed axis ``S``."""
+
+    steps: np.ndarray  #: (T,) recorded steps 0, every, ..., steps
+    probe_loss: dict  #: {"module", "nqf"} -> (S, T) MSE on a fixed probe set of the seed
+    batch_loss: dict  #: {"module", "nqf"} -> (S, steps) MSE on each step's minibatch (before the step)
+    output_gap: np.ndarray  #: (S, T) ||f_module - f_NQF|| / ||y|| on the probe set
+
+
+def _mse(apply_fn, W, xs, ys):
+    return jnp.mean((jax.vmap(lambda x: apply_fn(W, x))(xs) - ys) ** 2)
+
+
+def _draw(arch, teacher, Wt, key, n):
+    xs = jax.vmap(arch.sample_input)(jax.random.split(key, n))
+    return xs, jax.vmap(lambda x: teacher.apply(Wt, x))(xs)
+
+
+@partial(jax.jit, static_argnames=("module", "teacher", "batch", "steps", "every", "n_probe"))
+def _online(W0, Wt, keys, eta, *, module, teacher, batch, steps, every, n_probe):
+    mod = module.apply
+    nqf = partial(nqf_output, module)
+
+    def one(W0, Wt, key):
+        kp, kd = jax.random.split(key)
+        px, py = _draw(module, teacher, Wt, kp, n_probe)
+
+        def record(Wm, Wn):
+            fm = jax.vmap(lambda x: mod(Wm, x))(px)
+            fn = jax.vmap(lambda x: nqf(Wn, x))(px)
+            return (jnp.mean((fm - py) ** 2), jnp.mean((fn - py) ** 2),
+                    jnp.linalg.norm(fm - fn) / jnp.linalg.norm(py))
+
+        def step(carry, k):
+            Wm, Wn = carry
+            xb, yb = _draw(module, teacher, Wt, k, batch)
+            lm, gm = jax.value_and_grad(_mse, argnums=1)(mod, Wm, xb, yb)
+            ln, gn = jax.value_and_grad(_mse, argnums=1)(nqf, Wn, xb, yb)
+            return (Wm - eta * gm, Wn - eta * gn), (lm, ln)
+
+        def block(carry, ks):
+            rec = record(*carry)
+            carry, losses = jax.lax.scan(step, carry, ks)
+            return carry, (rec, losses)
+
+        ks = jax.random.split(kd, steps).reshape(steps // every, every, -1)
+        carry, (recs, losses) = jax.lax.scan(block, (W0, W0), ks)
+        last = record(*carry)
+        recs = tuple(jnp.concatenate([r, l[None]]) for r, l in zip(recs, last))
+        return recs, tuple(l.reshape(-1) for l in losses)
+
+    return jax.vmap(one)(W0, Wt, keys)
+
+
+def online_teacher_student(
+    module: Architecture,
+    teacher: Architecture,
+    W0: Any,
+    teacher_W: Any,
+    keys: Any,
+    *,
+    eta: float,
+    batch: int,
+    steps: int,
+    record_every: int = 10,
+    n_probe: int = 1000,
+) -> OnlineRun:
+    r"""Online SGD of a module and of its NQF from the same $W(0)$ on the same fresh minibatches (Fig. 6).
+
+    Seed ``s`` (vmapped) has its own student init ``W0[s]`` ``(p, d)``, teacher weights ``teacher_W[s]``
+    and key ``keys[s]``, from which it draws a probe set of ``n_probe`` inputs (``module.sample_input``)
+    and, at every step, a minibatch of ``batch`` inputs; targets are ``teacher.apply(teacher_W[s], x)``.
+    Both students take ``steps`` steps $W \leftarrow W - \eta\nabla_W\frac1b\sum_x(f(x) - y)^2$; the NQF is
+    :func:`nqf.dynamics.nqf_output` (Eq. 2). Compiled once per (module, teacher, sizes).
+    """
+    if not isinstance(module, Architecture) or not isinstance(teacher, Architecture):
+        raise TypeError("`module` and `teacher` must be nqf Architectures.")
+    W0, teacher_W, keys = jnp.asarray(W0), jnp.asarray(teacher_W), jnp.asarray(keys)
+    if W0.ndim != 3 or W0.shape[1] != module.p:
+        raise ValueError(f"`W0` must have shape (S, p, d) = (S, {module.p}, d) (one init per seed); got {W0.shape}.")
+    S = W0.shape[0]
+    if teacher_W.ndim != 3 or teacher_W.shape[:2] != (S, teacher.p):
+        raise ValueError(f"`teacher_W` must have shape (S, p_teacher, d_teacher) = ({S}, {teacher.p}, *); "
+                         f"got {teacher_W.shape}.")
+    if keys.shape[0] != S:
+        raise ValueError(f"`keys` must hold one PRNG key per seed ({S}); got shape {keys.shape}.")
+    for name, v in (("batch", batch), ("steps", steps), ("record_every", record_every), ("n_probe", n_probe)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+    if steps % record_every:
+        raise ValueError(f"`record_every` ({record_every}) must divide `steps` ({steps}).")
+    if not float(eta) > 0:
+        raise ValueError(f"`eta` must be > 0; got {eta!r}.")
+    (lm, ln, gap), (bm, bn) = _online(W0, teacher_W, keys, float(eta), module=module, teacher=teacher,
+                                      batch=int(batch), steps=int(steps), every=int(record_every),
+                                      n_probe=int(n_probe))
+    return OnlineRun(np.arange(0, steps + 1, record_every), {"module": np.asarray(lm), "nqf": np.asarray(ln)},
+                     {"module": np.asarray(bm), "nqf": np.asarray(bn)}, np.asarray(gap))
+
+
+def agreement_window(steps: np.ndarray, gap: np.ndarray, threshold: float) -> np.ndarray:
+    """First recorded step at which ``gap`` (``(..., T)``) exceeds ``threshold``; ``inf`` if never."""
+    gap = np.asarray(gap)
+    exceeded = gap > threshold
+    first = np.argmax(exceeded, axis=-1)
+    return np.where(exceeded.any(axis=-1), np.asarray(steps)[first].astype(float), np.inf)
+
+
+def relative_loss_gap(a, b):
+    """$|L_b - L_a| / L_a$ elementwise (the module's loss ``a`` as reference)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return np.abs(b - a) / np.maximum(np.abs(a), 1e-300)
+
+
+class SideBySide(NamedTuple):
+    """Result of :func:`train_side_by_side`; arrays ``(S, T)`` with a leading seed axis."""
+
+    steps: np.ndarray  #: (T,) recorded steps
+    train_loss: tuple  #: one (S, T) array per model
+    test_loss: tuple  #: one (S, T) array per model
+
+
+@partial(jax.jit, static_argnames=("applies", "optimizer", "steps", "every"))
+def _side_by_side(params0, xs, ys, xt, yt, *, applies, optimizer, steps, every):
+    def one(params0, xs, ys, xt, yt):
+        outs = []
+        for apply, p0 in zip(applies, params0):
+            def step(carry, _, apply=apply):
+                p, st = carry
+                g = jax.grad(lambda q: _mse(apply, q, xs, ys))(p)
+                upd, st = optimizer.update(g, st, p)
+                return (optax.apply_updates(p, upd), st), None
+
+            def block(carry, _, apply=apply, step=step):
+                rec = (_mse(apply, carry[0], xs, ys), _mse(apply, carry[0], xt, yt))
+                carry, _ = jax.lax.scan(step, carry, None, length=every)
+                return carry, rec
+
+            (p, _), recs = jax.lax.scan(block, (p0, optimizer.init(p0)), None, length=steps // every)
+            last = (_mse(apply, p, xs, ys), _mse(apply, p, xt, yt))
+            outs.append(tuple(jnp.concatenate([r, l[None]]) for r, l in zip(recs, last)))
+        return outs
+
+    return jax.vmap(one)(params0, xs, ys, xt, yt)
+
+
+def train_side_by_side(
+    applies: tuple[Callable, ...],
+    params0: tuple,
+    optimizer: optax.GradientTransformation,
+    train: tuple,
+    test: tuple,
+    steps: int,
+    *,
+    record_every: int = 1,
+) -> SideBySide:
+    r"""Train several models with one optax optimiser, full batch, seeds vmapped (Fig. 8).
+
+    ``applies[i](params, x)`` is model ``i``; ``params0[i]`` its initial parameters with a leading seed
+    axis ``S`` on every leaf; ``train = (xs, ys)`` and ``test = (xt, yt)`` carry the same leading seed axis
+    (one dataset per seed, e.g. one teacher per seed). Each model minimises
+    $\frac1m\sum_\mu (f(x_\mu) - y_\mu)^2$ for ``steps`` steps; training and test losses are recorded
+    every ``record_every`` steps and after the last. One compiled function per (models, optimiser, sizes).
+    """
+    if not isinstance(applies, tuple) or not all(callable(a) for a in applies):
+        raise ValueError("`applies` must be a tuple of callables apply(params, x) (hashable: e.g. bound methods).")
+    if not isinstance(params0, tuple) or len(params0) != len(applies):
+        raise ValueError(f"`params0` must be a tuple with one parameter pytree per model ({len(applies)}).")
+    for name, v in (("steps", steps), ("record_every", record_every)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+    if steps % record_every:
+        raise ValueError(f"`record_every` ({record_every}) must divide `steps` ({steps}).")
+    (xs, ys), (xt, yt) = train, test
+    S = {np.shape(l)[0] for l in jax.tree_util.tree_leaves((params0, xs, ys, xt, yt))}
+    if len(S) != 1:
+        raise ValueError(f"every leaf of `params0`, `train` and `test` must carry the same leading seed axis; "
+                         f"got sizes {sorted(S)}.")
+    outs = _side_by_side(params0, xs, ys, xt, yt, applies=applies, optimizer=optimizer, steps=int(steps),
+                         every=int(record_every))
+    return SideBySide(np.arange(0, steps + 1, record_every), tuple(np.asarray(o[0]) for o in outs),
+                      tuple(np.asarray(o[1]) for o in outs))
+
+
+def teacher_data(arch, teacher_Ws, keys, n_train: int, n_test: int) -> tuple[tuple, tuple]:
+    r"""Inputs ``arch.sample_input`` and targets of a fixed teacher, one dataset per seed (Fig. 8).
+
+    ``teacher_Ws`` is the teacher's weights with a leading seed axis on every leaf (any ``Ws`` accepted
+    by ``arch.apply``); ``keys`` one PRNG key per seed. Targets are divided by their standard deviation
+    over the seed's training set (so every seed's loss starts near 1). Returns
+    ``((x_train, y_train), (x_test, y_test))``, each with a leading seed axis.
+    """
+    for name, v in (("n_train", n_train), ("n_test", n_test)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
+            raise ValueError(f"`{name}` must be an int >= 2; got {v!r}.")
+    n = int(n_train) + int(n_test)
+
+    @jax.jit
+    def one(Wt, key):
+        xs = jax.vmap(arch.sample_input)(jax.random.split(key, n))
+        ys = jax.vmap(lambda x: arch.apply(Wt, x))(xs)
+        return xs, ys / jnp.std(ys[:n_train])
+
+    xs, ys = jax.vmap(one)(teacher_Ws, jnp.asarray(keys))
+    cut = lambda a, s: jax.tree_util.tree_map(lambda l: l[:, s], a)  # noqa: E731
+    return (cut(xs, slice(0, n_train)), ys[:, :n_train]), (cut(xs, slice(n_train, n)), ys[:, n_train:])
+
+
+def log_loss_gap(reference, other) -> np.ndarray:
+    r"""Mean over recorded steps of $|\ln L_\text{other} - \ln L_\text{reference}|$ (last axis); ``inf`` if
+    either loss is not finite and positive at some step (a run that diverged)."""
+    a, b = np.asarray(reference, dtype=float), np.asarray(other, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.mean(np.abs(np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0))), axis=-1)
+    return np.where(ok.all(axis=-1), gap, np.inf)
