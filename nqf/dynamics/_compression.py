@@ -43,6 +43,7 @@ from .._checks import check_finite
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
+from .._checks import check_size
 from .._types import ArrayLike
 from .._types import Matrix
 from ..model._data import NQFData
@@ -155,15 +156,10 @@ def compress(
     data = require_data(data)
     p = data.p
     st = _as_state(state, p)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"`d` (width of the original model) must be an int >= 1; got {d!r}.")
+    d = check_size("d", d)  # width of the original model
     check_positive("eta", eta)
     V, k = structure_span(data, rtol=rtol)
-    if d_prime is None:
-        d_prime = k + 1
-    if isinstance(d_prime, bool) or not isinstance(d_prime, (int, np.integer)) or d_prime < 1:
-        raise ValueError(f"`d_prime` (compressed width) must be an int >= 1; got {d_prime!r}.")
-    d, d_prime = int(d), int(d_prime)
+    d_prime = k + 1 if d_prime is None else check_size("d_prime", d_prime)  # compressed width
     M_np, mu_np = np.asarray(st.M, dtype=float), np.asarray(st.mu, dtype=float)
     C_full = M_np - np.outer(mu_np, mu_np) / d
     lam_min = float(np.linalg.eigvalsh(0.5 * (C_full + C_full.T)).min())

@@ -38,9 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 from .._checks import check_finite
+from .._checks import check_index
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
+from .._checks import check_size
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import Weights
@@ -124,13 +126,8 @@ def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float,
 
 def _check_batches(batches, m: int) -> Int[Array, "steps b"]:
     check_ndim("batches", batches, 2, "one row of sample indices per step")
-    batches = jnp.asarray(batches)
-    if not jnp.issubdtype(batches.dtype, jnp.integer):
-        raise TypeError(f"`batches` must hold integer sample indices; got dtype {batches.dtype}.")
-    if batches.size and (int(batches.min()) < 0 or int(batches.max()) >= m):
-        raise ValueError(f"`batches` must hold sample indices in [0, {m}); got range "
-                         f"[{int(batches.min())}, {int(batches.max())}].")
-    return batches
+    check_index("batches", batches, m)
+    return jnp.asarray(batches)
 
 
 # ------------------------------------------------------------------ the update (one implementation)
@@ -255,9 +252,8 @@ def nqf_momentum(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, et
 
 # ------------------------------------------------------------------ weights
 def _check_width(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or int(d) < 1:
-        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
-    return int(d)
+    """The width $d$ (number of neurons): an integer >= 1."""
+    return check_size("d", d)
 
 
 def _orthonormal_complement_of_ones(d: int) -> np.ndarray:

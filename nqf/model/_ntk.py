@@ -27,6 +27,7 @@ from .._checks import check_finite
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
+from .._checks import check_size
 from .._types import ArrayLike
 from .._types import Matrix
 from ._data import NQFData
@@ -36,9 +37,7 @@ from ._model import check_order_parameter
 
 
 def _check_width(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"`d` (number of neurons) must be an int >= 1; got {d!r}.")
-    return int(d)
+    return check_size("d", d)
 
 
 def _ntk(M, mu, data: NQFData, d):
