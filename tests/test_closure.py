@@ -215,3 +215,24 @@ def test_same_statistics_and_prediction_reject_bad_input():
         step_prediction_error((Ms, mus), data, np.zeros((5, 2), dtype=int), eta=0.1, d=3)
     with pytest.raises(BAD_INPUT, match="mus"):
         step_prediction_error((Ms, np.zeros((2, 4))), data, np.zeros((2, 2), dtype=int), eta=0.1, d=3)
+
+
+def test_trajectory_functions_compile_once_per_shape():
+    from nqf.dynamics._compression import _lipschitz_on_segments
+    from nqf.dynamics._discrete import _prediction_errors
+    from nqf.model._ntk import _ntk_traj
+    from nqf.dynamics import update_lipschitz
+    from nqf.model import ntk_trajectory
+
+    batches = jnp.zeros((3, 2), dtype=int)
+    fns = (_prediction_errors, _lipschitz_on_segments, _ntk_traj)
+    sizes = []
+    for seed, eta, d in ((19, 0.01, 4), (20, 0.02, 6)):  # new data, learning rate and width, same shapes
+        data = _data(seed=seed)
+        W = 0.3 * jnp.asarray(np.random.default_rng(seed).normal(size=(data.p, d)))
+        run = nqf_sgd(statistics(W), data, batches, eta=eta, d=d)
+        step_prediction_error(run, data, batches, eta=eta, d=d)
+        update_lipschitz(run, run, data, batches, eta=eta, d=d, n_points=2)
+        ntk_trajectory(run, data, d=d)
+        sizes.append([f._cache_size() for f in fns])
+    assert sizes[0] == sizes[1]
