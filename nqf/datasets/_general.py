@@ -61,8 +61,8 @@ def teacher_dataset(
 
     Inputs come from :func:`subspace_inputs`; each input's $(A, g, B, f_x(0))$ is measured by
     :func:`nqf.structure.structure_report` (App. B.1); the targets are the outputs of the same
-    NQF at teacher weights $W^* \in \mathbb R^{p\times t}$, $W^*_{ij}\sim\mathcal N(0,$
-    ``teacher_scale``$^2)$, so a width-$t$ student can fit them exactly
+    NQF at teacher weights $W^* \in \mathbb R^{p\times t}$ with entries $\mathcal N(0, s^2)$,
+    $s$ = ``teacher_scale``, so a width-$t$ student can fit them exactly
     (:func:`nqf.dynamics.weight_outputs`). One numpy generator from ``seed`` draws the inputs,
     then the teacher.
 
