@@ -16,7 +16,7 @@ help:
 	@echo "make test        unit tests + every chapter at quick fidelity"
 	@echo "make quick-book  site at quick fidelity in _build/html-quick"
 	@echo "make check-site  quick site in headless Chromium, network off (screenshots in _build/site-check)"
-	@echo "make bench       measure chapter times and make test/make book (writes _build/output/benchmarks.json)"
+	@echo "make bench       measure chapter times, make test/make book and the flow solver against scipy (_build/output/benchmarks.json)"
 	@echo "make venv        create/refresh .venv from requirements-lock.txt"
 	@echo "make clean       remove _build and caches (keeps .venv)"
 
@@ -51,6 +51,7 @@ check-site: venv
 
 bench: venv
 	$(PY) benchmarks/bench_book.py
+	$(PY) benchmarks/bench_flow.py
 
 clean:
 	rm -rf _build .pytest_cache *.egg-info
