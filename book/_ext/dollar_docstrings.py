@@ -155,7 +155,12 @@ def _resolve(app, env, node, contnode):
                 candidates.append(f"nqf.{room}.{name}")
     elif target and "." not in target and not target.startswith("~"):
         candidates = [full for full in domain.objects if full.startswith("nqf.") and full.endswith("." + target)]
-        if len(candidates) != 1:
+        # a method or attribute named from its class's docstring: prefer the same class, then its room
+        here = node.get("py:class") or ""
+        module = node.get("py:module") or ""
+        candidates.sort(key=lambda full: (not (here and f".{here}." in f".{full}"),
+                                          not full.startswith(module + "."), full))
+        if not candidates:
             return None
     for cand in candidates:
         ref = domain.resolve_xref(env, node.get("refdoc"), app.builder, node.get("reftype"), cand, node, contnode)

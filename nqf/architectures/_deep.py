@@ -91,7 +91,7 @@ class DeepArchitecture(eqx.Module):
         return h
 
     def one_layer_nqf(self, W, x) -> Array:
-        r"""The 1-layer NQF $\mathrm{Tr}[WW^\top A(x)]$ of :attr:`one_layer` (closed form, no $p\times p$ matrix)."""
+        r"""The 1-layer NQF $\mathrm{Tr}[WW^\top A(x)]$ of ``one_layer`` (closed form, no $p\times p$ matrix)."""
         W = jnp.asarray(W)
         return self.one_layer_form(W @ W.T, W.sum(axis=1), x)
 

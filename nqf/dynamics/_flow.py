@@ -98,7 +98,7 @@ def integrate(
     control (``rtol``, ``atol``; ``norm`` of the scaled error, diffrax's RMS norm by default),
     saving at ``ts``. ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$ instead, with
     $t_s$ = ``ts[1] - ts[0]`` (then ``sol.ts`` are in $s$; ``dense=True`` needs linear time).
-    Does not raise inside ``jit`` (``throw=False``): check ``sol.result``, as :func:`raise_if_failed` does.
+    Does not raise inside ``jit`` (``throw=False``): check ``sol.result``, as ``raise_if_failed`` does.
     """
     ts = jnp.asarray(ts)
     if time == "log":
