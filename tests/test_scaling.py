@@ -198,3 +198,16 @@ def test_fourier_gd_folded_and_eigenbasis_forms_agree():
     np.testing.assert_allclose(u3, u4, rtol=1e-10, atol=1e-15)
     with pytest.raises(ValueError, match="multiple"):
         architectures.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 45, every=10)
+
+
+def test_sharp_switch_tolerance():
+    # width term: 0.25 (ln 81 / L)^2 * exponent, plus the floor
+    L = np.log(81.0) * 10
+    assert pipeline.sharp_switch_tolerance(L, 2.0, floor=0.0) == pytest.approx(0.25 * 0.01 * 2.0)
+    # discreteness term of the window (Euler-Maclaurin), vanishing for a very wide window far out
+    t = pipeline.sharp_switch_tolerance(1e12, 1.0, k_lo=10, k_hi=250, floor=0.0)
+    assert t == pytest.approx((0.1 - 0.004) / (4 * np.log(25.0)), rel=1e-6)
+    with pytest.raises(ValueError, match="k_lo"):
+        pipeline.sharp_switch_tolerance(10.0, 1.0, k_lo=10)
+    with pytest.raises(ValueError, match="log_ratio_min"):
+        pipeline.sharp_switch_tolerance(0.0, 1.0)

@@ -85,15 +85,29 @@ def window_sensitivity(t, E, tstar, k_lo: int, k_hi: int, *, factor: float = 2.0
     return Sensitivity(out, np.asarray(wins), float(out.min()), float(out.max()))
 
 
-def sharp_switch_tolerance(log_ratio_min: float, exponent: float, *, coef: float = 0.25, floor: float = 3e-3) -> float:
+def sharp_switch_tolerance(log_ratio_min: float, exponent: float, *, k_lo: float | int | None = None, k_hi: float | int | None = None,
+                           coef: float = 0.25, floor: float = 3e-3) -> float:
     r"""Tolerance for comparing a fitted slope with Eqs. (289)-(292), which treat every switch-on as a sharp
-    step at its midpoint $t^*_k$. A logistic switch-on has a 10-90 % width $\ln 81/\zeta_k$, a fraction
-    $w = \ln 81/\ln(\zeta_k/(C_kz_k(0)))$ of $t^*_k$; replacing it by a step shifts $\ln\mathcal E$ by terms
-    odd in the width that cancel to first order along a dense staircase, so the slope error is
-    $O(w^2)$ relative. The rule: ``coef`` $\cdot w^2\cdot$ ``exponent`` + ``floor`` (interpolation and fit
-    resolution), with $w$ taken at the smallest ``log_ratio`` in the window (the widest switch-on)."""
+    step at its midpoint $t^*_k$ and the sum over modes as an integral.
+
+    * Width: a logistic switch-on has a 10-90 % width $\ln 81/\zeta_k$, a fraction
+      $w = \ln 81/\ln(\zeta_k/(C_kz_k(0)))$ of $t^*_k$; the first-order effect cancels along a dense staircase, so
+      the slope error is $O(w^2)$: ``coef`` $\cdot w^2\cdot$ ``exponent``, with $w$ at the smallest ``log_ratio``
+      in the window (the widest switch-on).
+    * Discreteness (with ``k_lo``, ``k_hi``, the window's modes): by Euler–Maclaurin the staircase read at
+      the midpoints, $\sum_{j>k}V_j + V_k/4$, differs from $\int_kV$ by a relative $-(\alpha_1-1)/(4k)$, which
+      changes the local slope by a relative $1/(4k)$; averaged uniformly in $\ln k$ over the window this is
+      $\frac{1/k_\mathrm{lo} - 1/k_\mathrm{hi}}{4\ln(k_\mathrm{hi}/k_\mathrm{lo})}$ times the exponent.
+    * ``floor``: interpolation and fit resolution.
+    """
     L = float(log_ratio_min)
     if not L > 0:
         raise ValueError(f"`log_ratio_min` must be > 0; got {log_ratio_min!r}.")
     w = np.log(81.0) / L
-    return float(coef * w**2 * abs(float(exponent)) + floor)
+    tol = coef * w**2 * abs(float(exponent)) + floor
+    if k_lo is not None or k_hi is not None:
+        if k_lo is None or k_hi is None or not 0 < float(k_lo) < float(k_hi):
+            raise ValueError(f"need 0 < k_lo < k_hi; got k_lo = {k_lo!r}, k_hi = {k_hi!r}.")
+        a, b = float(k_lo), float(k_hi)
+        tol += abs(float(exponent)) * (1 / a - 1 / b) / (4 * np.log(b / a))
+    return float(tol)
