@@ -50,6 +50,7 @@ from ..model._data import NQFData
 from ..model._data import require_data
 from ..model._model import check_order_parameter
 from ..model._model import outputs
+from ..model._update import moment_update
 
 
 # ------------------------------------------------------------------ the state
@@ -146,21 +147,11 @@ def _v_and_H(M, mu, batch: NQFData):
 
 
 def _update(state: SGDState, batch: NQFData, eta, d, beta, wd) -> SGDState:
-    """Eqs. (23)-(24) with momentum ``beta`` and weight decay ``wd`` (Cor. 2); traceable in every
-    number, so one compilation serves all learning rates, widths and options."""
-    M, mu, N, K, nu = state
-    v, H = _v_and_H(M, mu, batch)
-    Hl = H + wd * jnp.eye(M.shape[0], dtype=M.dtype)
-    vmu = jnp.outer(v, mu)
-    GG = d * jnp.outer(v, v) + vmu @ Hl + Hl @ vmu.T + Hl @ M @ Hl
-    VG = jnp.outer(nu, v) + N.T @ Hl  # V G^T
-    K1 = beta**2 * K + beta * (VG + VG.T) + GG
-    WV1 = beta * N + vmu.T + M @ Hl  # W V'^T
-    nu1 = beta * nu + d * v + Hl @ mu
-    M1 = M - eta * (WV1 + WV1.T) + eta**2 * K1
-    # no symmetrisation: the map stays the literal recursion, so its Jacobian (Cor. 3's Lipschitz
-    # constant, :func:`nqf.dynamics.update_lipschitz`) is that of Eqs. (23)-(24) in every direction
-    return SGDState(M1, mu - eta * nu1, WV1 - eta * K1, K1, nu1)
+    """Eqs. (23)-(24) with momentum ``beta`` and weight decay ``wd`` (Cor. 2) on the minibatch
+    ``batch``: $v$, $H$ of the NQF (Eq. 20), then :func:`nqf.model._update.moment_update`.
+    Traceable in every number, so one compilation serves all learning rates, widths and options."""
+    v, H = _v_and_H(state.M, state.mu, batch)
+    return SGDState(*moment_update(*state, v, H, eta, d, beta, wd))
 
 
 def nqf_sgd_step(

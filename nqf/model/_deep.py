@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_positive
 from .._types import ArrayLike
+from ._update import moment_update
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 
@@ -81,10 +82,10 @@ def deep_nqf_loss(stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[Array
 
 
 def _layer_update(M, mu, G, v, eta, d):
-    H = G + G.T
-    vm = jnp.outer(v, mu)
-    dM = -eta * (vm + vm.T + H @ M + M @ H) + eta**2 * (d * jnp.outer(v, v) + vm @ H + H @ vm.T + H @ M @ H)
-    return M + dM, mu - eta * (d * v + H @ mu)
+    """Eqs. (222)-(225) for one layer: the update of Thm 2 with this layer's $v$ and $H = G + G^\top$."""
+    z = jnp.zeros_like(M)
+    M1, mu1, *_ = moment_update(M, mu, z, z, jnp.zeros_like(mu), v, G + G.T, eta, d, 0.0, 0.0)
+    return M1, mu1
 
 
 def _step(stats, forms, xs, ys, eta, widths):
