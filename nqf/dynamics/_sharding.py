@@ -39,14 +39,31 @@ def check_mesh(mesh: Any) -> None:
         )
 
 
-def sharded_vmap(fn: Callable[..., Any], in_axes: Sequence[int | None], mesh: Mesh | None) -> Callable[..., Any]:
+def sharded_vmap(
+    fn: Callable[..., Any], in_axes: Sequence[int | None], mesh: Mesh | None, *, sequential: bool = False
+) -> Callable[..., Any]:
     """``jax.vmap(fn, in_axes)``, and with a ``mesh`` the same split over its first axis.
+
+    ``sequential=True`` runs the lanes of each device one after the other (``jax.lax.map``)
+    instead of in lock step: better when each lane carries large per-step buffers (a dense
+    solution), whose batched in-place updates XLA cannot do in place, or when lanes need very
+    different numbers of steps.
 
     Every batched argument (``in_axes`` entry ``0``) must share its leading size ``n``; the batch is
     padded to a multiple of the mesh size with copies of lane 0 (dropped from the result), so any
     ``n`` works. Outputs carry the batch on their leading axis. Traceable: call it inside ``jit``.
     """
-    vf = jax.vmap(fn, in_axes=tuple(in_axes))
+    in_axes = tuple(in_axes)
+    if sequential:
+        def vf(*args):
+            batched = tuple(a if ax == 0 else None for a, ax in zip(args, in_axes))
+
+            def lane(b):
+                return fn(*(bi if ax == 0 else a for bi, a, ax in zip(b, args, in_axes)))
+
+            return jax.lax.map(lane, batched)
+    else:
+        vf = jax.vmap(fn, in_axes=in_axes)
     if mesh is None:
         return vf
     axis = mesh.axis_names[0]

@@ -270,7 +270,7 @@ def _sweep_impl(As, ys, w, P, N0, zf, rho, eps, taus, rtol, atol, atol_M, *, max
     def one(e, data):
         return _sweep_lane(e, *data, max_steps=max_steps, progress=progress, solver=solver)
 
-    return sharded_vmap(one, (0, None), mesh)(eps, data)
+    return sharded_vmap(one, (0, None), mesh, sequential=True)(eps, data)
 
 
 def _sweep_field(tau, N, args):
