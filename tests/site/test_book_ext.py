@@ -1,0 +1,56 @@
+"""The book's Sphinx extensions (book/_ext): docstring math, grouped entries, plain-text titles."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
+
+import dollar_docstrings as dd  # noqa: E402
+import site_fixes as sf  # noqa: E402
+
+
+def test_inline_math_becomes_a_role_also_across_a_line_break():
+    text = "Weights $W = 0 \\in\n    \\mathbb R^{p\\times d}$ and $f_{x_\\mu}$, norm |x| here."
+    out = dd.convert(text)
+    assert ":math:`W = 0 \\in \\mathbb R^{p\\times d}`" in out  # one role, line break folded
+    assert ":math:`f_{x_\\mu}`" in out  # x_ inside math is not a reST reference any more
+    assert "\\|x| here" in out  # a bare | outside math is escaped (no substitution)
+    assert "$" not in out
+
+
+def test_display_math_literals_and_trailing_space():
+    out = dd.convert("See\n\n    $$a = b$$\n\nand ``$x$`` literal; $f = $ :func:`g`.")
+    assert ".. math::" in out and "a = b" in out
+    assert "``$x$``" in out  # literals untouched
+    assert ":math:`f =`" in out
+
+
+def test_grouped_entries_are_split_for_napoleon():
+    lines = ["Data.", "", "Attributes:", "    x_train, x_test: images, shape ``(n, h, w)``,",
+             "        pixel values in [0, 1].", "    n: number.", "", "Returns:", "    a, b: kept"]
+    dd._attribute_colon(None, "class", "X", None, None, lines)
+    assert lines[3:8] == ["    x_train: images, shape ``(n, h, w)``,", "        pixel values in [0, 1].",
+                          "    x_test: images, shape ``(n, h, w)``,", "        pixel values in [0, 1].",
+                          "    n: number."]
+    assert lines[-1] == "    a, b: kept"  # only Args/Attributes-like sections
+
+
+def test_attribute_colon_is_not_a_type():
+    lines = ["max |H_ij| relative to the scale (Eq. 54: 0)", ""]
+    dd._attribute_colon(None, "attribute", "X.cross_block", None, None, lines)
+    assert ": " not in lines[0] and "Eq. 54" in lines[0]
+
+
+def test_alias_docstrings_dropped():
+    lines = ["Alias for field number 3"]
+    dd._process(None, "attribute", "X.f", None, None, lines)
+    assert lines == []
+
+
+def test_plain_tex_titles():
+    assert sf.plain_tex(r"One model at different \(A\)") == "One model at different A"
+    assert sf.plain_tex(r"close on \((M, \mu)\)") == "close on (M, μ)"
+    assert sf.plain_tex(r"Two meanings of $\epsilon$") == "Two meanings of ε"
+    assert sf.plain_tex("no math here") == "no math here"
