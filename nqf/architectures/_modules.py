@@ -36,12 +36,11 @@ from ._base import check_activation
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
+from .._checks import check_size
 
 
 def _int(name: str, value) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
-    return int(value)
+    return check_size(name, value)  # TypeError for 2.5, "4", True; ValueError for 0, -1
 
 
 def _out(outputs) -> int | None:
@@ -186,8 +185,11 @@ def cnn(
     $\sum_p x_p$ in place of $x$.
     """
     outputs = _out(outputs)
-    if not (1 <= kh <= height and 1 <= kw <= width):
-        raise ValueError(f"kernel ({kh}, {kw}) must fit in the input ({height}, {width}).")
+    height, width, kh, kw = _int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw)
+    if kh > height or kw > width:
+        bad = "kh" if kh > height else "kw"
+        raise ValueError(f"`{bad}` must fit in the input: kernel (kh, kw) = ({kh}, {kw}), input "
+                         f"(height, width) = ({height}, {width}).")
     if check_smooth:
         check_activation(activation)
     return CNN(_int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw), activation, outputs)

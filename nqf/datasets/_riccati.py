@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_ndim
 from .._checks import check_positive
+from .._checks import check_size
 from .._checks import check_shape
 from .._checks import check_symmetric
 from .._types import ArrayLike
@@ -104,8 +105,9 @@ def linear_network_dataset(
     s = np.asarray(s, dtype=float)
     check_ndim("s", s, 1, "teacher singular values")
     r = s.shape[0]
+    n_in, n_out = check_size("n_in", n_in), check_size("n_out", n_out)
     if not (r <= min(n_in, n_out)):
-        raise ValueError(f"need len(s) <= min(n_in, n_out); got len(s)={r}, n_in={n_in}, n_out={n_out}.")
+        raise ValueError(f"`s` must have len(s) <= min(n_in, n_out); got len(s)={r}, n_in={n_in}, n_out={n_out}.")
     if np.any(s < 0):
         raise ValueError(f"`s` must be >= 0 (singular values); got {s}.")
     rng_u = random_orthogonal(n_out, seed)[:, :r]

@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import Float
 from .._checks import check_ndim
 from .._checks import check_positive
+from .._checks import check_size
 from .._types import ArrayLike
 from ._solvable import SolvableData
 from ._solvable import orthogonal_samples_dataset
@@ -43,5 +44,6 @@ def fig4_dataset(
 def gaussian_init(p: int, d: int, sigma: float, seed: int = 0) -> np.ndarray:
     r"""Weights $W_{ij}\sim\mathcal N(0,\sigma^2)$, shape ``(p, d)`` (App. C's "$\epsilon$" is this $\sigma$).
     Then $z_k(0) = (W W^\top)_{kk} \approx d\sigma^2$, so $\ln(1/z_k(0)) \approx 2\ln(1/\sigma) - \ln d$."""
+    p, d = check_size("p", p), check_size("d", d)
     check_positive("sigma", sigma)
-    return sigma * np.random.default_rng(seed).normal(size=(int(p), int(d)))
+    return sigma * np.random.default_rng(seed).normal(size=(p, d))

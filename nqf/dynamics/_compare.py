@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array
+from .._checks import check_key
 
 from ..architectures._base import Architecture
 
@@ -409,6 +410,8 @@ def compare_with_nqf(
                         f"{type(optimizer).__name__}.")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps <= 0:
         raise ValueError(f"`steps` must be a positive int; got {steps!r}.")
+    if key is not None:
+        check_key("key", key)
     steps = int(steps)
     if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every <= 0 \
             or steps % record_every:

@@ -43,6 +43,7 @@ from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import check_size
+from .._checks import check_real
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import Weights
@@ -118,6 +119,7 @@ def _as_state(state, p: int) -> SGDState:
 def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float, float]:
     check_positive("eta", eta)
     d = _check_width(d)
+    check_real("momentum", momentum)
     b = float(momentum)
     if not (0.0 <= b < 1.0):
         raise ValueError(f"`momentum` must be in [0, 1); got {momentum!r}.")
@@ -229,15 +231,23 @@ def nqf_sgd(
     return _sgd_scan(state0, data, batches, *_check_options(eta, d, momentum, weight_decay))
 
 
+def _check_beta(beta) -> None:
+    check_real("beta", beta)
+    if not 0.0 <= float(beta) < 1.0:
+        raise ValueError(f"`beta` must be in [0, 1) (heavy-ball momentum); got {beta!r}.")
+
+
 def nqf_momentum_step(state, batch: NQFData, *, eta: float, d: int, beta: float = 0.9,
                       weight_decay: float = 0.0) -> SGDState:
     """:func:`nqf_sgd_step` with ``momentum=beta`` (Cor. 2); the same implementation."""
+    _check_beta(beta)
     return nqf_sgd_step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
 
 
 def nqf_momentum(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: float, d: int,
                  beta: float = 0.9, weight_decay: float = 0.0) -> SGDState:
     """:func:`nqf_sgd` with ``momentum=beta`` (Cor. 2); the same implementation."""
+    _check_beta(beta)
     return nqf_sgd(state, data, batches, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
 
 

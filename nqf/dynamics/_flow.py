@@ -48,6 +48,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._checks import check_finite
+from .._checks import check_int, check_size
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import require_x64
@@ -236,6 +237,7 @@ def log_times(t_max: float, n: int = 200, t_min: float | None = None) -> np.ndar
     ``t_min`` (default ``t_max * 1e-6``) and ``t_max``; plateaus of length
     $\\ln(1/\\epsilon)$ need many decades of resolution."""
     check_positive("t_max", t_max)
+    n = check_int("n", n, minimum=2)  # [0, t_min, ..., t_max]: n = 1 would drop t_max
     t_min = t_max * 1e-6 if t_min is None else t_min
     check_positive("t_min", t_min)
     if t_min >= t_max:
@@ -357,8 +359,9 @@ def gradient_flow(
     """
     require_x64("gradient_flow")
     m, p = _check_data(data, "gradient_flow")
-    check_order_parameter(M0, p)
+    check_order_parameter(M0, p, name="M0")
     ts_np = _check_ts(ts)
+    max_steps = check_size("max_steps", max_steps)
     time = _check_options(rtol, atol, solver, time, ts_np)
     sol = _flow_jit(jnp.asarray(M0, dtype=float), data, jnp.asarray(ts_np), jnp.asarray(float(rtol)),
                     jnp.asarray(float(atol)), statistics=_use_statistics(statistics, m, p), solver=solver,

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._checks import _is_concrete, check_finite, check_shape, check_square_stack, check_symmetric
+from .._checks import as_real_array
 
 
 class NQFData(eqx.Module):
@@ -45,19 +46,19 @@ class NQFData(eqx.Module):
     f0: Float[Array, " m"]
 
     def __init__(self, As, ys, *, gs=None, Bs=None, f0=0.0):
-        As = jnp.asarray(As, dtype=float)
+        As = as_real_array("As", As)
         m, p = check_square_stack("As", As)
         if m < 1 or p < 1:
             raise ValueError(f"`As` must hold at least one (p, p) matrix with p >= 1; got shape {As.shape}.")
-        ys = jnp.asarray(ys, dtype=float)
+        ys = as_real_array("ys", ys)
         check_shape("ys", ys, (m,), "one target per structure matrix in `As`")
         if gs is not None:
-            gs = jnp.asarray(gs, dtype=float)
+            gs = as_real_array("gs", gs)
             check_shape("gs", gs, (m, p), "one linear term g(x) per sample")
         if Bs is not None:
-            Bs = jnp.asarray(Bs, dtype=float)
+            Bs = as_real_array("Bs", Bs)
             check_shape("Bs", Bs, (m, p, p), "one quadratic term B(x) per sample")
-        f0 = jnp.asarray(f0, dtype=float)
+        f0 = as_real_array("f0", f0)
         if f0.ndim == 0:
             f0 = jnp.full((m,), f0)
         check_shape("f0", f0, (m,), "one offset f_x(0) per sample, or a scalar")

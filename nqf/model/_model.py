@@ -24,6 +24,7 @@ from .._checks import check_symmetric
 from .._types import ArrayLike
 from .._types import Matrix
 from ._data import NQFData
+from ._data import require_data
 
 
 
@@ -38,20 +39,22 @@ def check_dataset(As, ys=None) -> tuple[int, int]:
     return m, p
 
 
-def check_order_parameter(M, p: int | None = None, *, psd: bool = True) -> int:
-    """Validate an order parameter ``M`` (square, finite, symmetric PSD); return ``p``."""
+def check_order_parameter(M, p: int | None = None, *, psd: bool = True, name: str = "M") -> int:
+    """Validate an order parameter ``M`` (square, finite, symmetric PSD); return ``p``.
+
+    ``name`` is the caller's name of the argument (``"M0"`` for an initial condition)."""
     shape = jnp.shape(M)
     if len(shape) != 2 or shape[0] != shape[1]:
-        raise ValueError(f"`M` must be a square (p, p) matrix; got shape {shape}.")
+        raise ValueError(f"`{name}` must be a square (p, p) matrix; got shape {shape}.")
     if p is not None and shape[0] != p:
         raise ValueError(
-            f"`M` must have shape ({p}, {p}) to match the structure matrices; got shape {shape}."
+            f"`{name}` must have shape ({p}, {p}) to match the structure matrices; got shape {shape}."
         )
-    check_finite("M", M)
+    check_finite(name, M)
     if psd:
-        check_psd("M", M)
+        check_psd(name, M)
     else:
-        check_symmetric("M", M)
+        check_symmetric(name, M)
     return shape[0]
 
 
@@ -64,6 +67,10 @@ def outputs(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = Non
             App. B.1; offsets ``f0``).
         mu: $\sum_i w_i$, shape ``(p,)``; needed only when the data carry ``gs`` or ``Bs``.
     """
+    data = require_data(data)
+    check_order_parameter(M, data.p, psd=False)
+    if mu is not None:
+        check_shape("mu", mu, (data.p,), "sum of the neurons")
     out = jnp.einsum("ij,mji->m", M, data.As) + data.f0
     if not data.zgz:
         if mu is None:

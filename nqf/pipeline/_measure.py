@@ -55,6 +55,8 @@ def crossing_time(t: Float[ArrayLike, " T"], x: Float[ArrayLike, "T ..."], level
     interpolation between samples (``nan`` if never). For measured GD curves."""
     t, x = np.asarray(t, dtype=float), np.asarray(x, dtype=float)
     check_ndim("t", t, 1)
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        raise ValueError(f"`t` must be strictly increasing (sample times); got {t[:5]}...")
     if x.shape[0] != t.shape[0]:
         raise ValueError(f"`x` must have one row per time; got {x.shape[0]} rows for {t.shape[0]} times.")
     level = np.broadcast_to(np.asarray(level, dtype=float), x.shape[1:])

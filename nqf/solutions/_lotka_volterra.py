@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
+from .._checks import _is_concrete, as_real_array, check_tolerance
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
@@ -57,6 +58,7 @@ def commuting_eigenbasis(
     Returns:
         ``(P, lambdas)`` with $A_\mu = P\,\mathrm{diag}(\lambda_{\mu,\cdot})P^\top$.
     """
+    check_tolerance("tol", tol)
     m, p = check_dataset(As)
     A = np.asarray(As, dtype=float)
     c = np.random.default_rng(seed).normal(size=m)
@@ -88,7 +90,14 @@ def lv_coefficients(data: NQFData, *, tol: float = 1e-9) -> LotkaVolterra:
 
 def features(M: Matrix, P: Float[ArrayLike, "p p"]) -> Float[ArrayLike, " p"]:
     r"""Features $z_k = (P^\top M P)_{kk}$ (Sec. 5); they alone carry the loss (Eq. 29)."""
-    check_order_parameter(M, np.shape(P)[0], psd=False)
+    p = check_order_parameter(M, None, psd=False)
+    check_shape("P", P, (p, p), "an orthogonal eigenbasis, one column per feature")
+    if _is_concrete(P):
+        Pn = np.asarray(P, dtype=float)
+        err = float(np.max(np.abs(Pn.T @ Pn - np.eye(p)))) if p else 0.0
+        if not err <= 1e-8:
+            raise ValueError(f"`P` must be orthogonal (P^T P = I, the shared eigenbasis of Assumption 1); "
+                             f"got max |P^T P - I| = {err:.3g}.")
     return jnp.einsum("ik,ij,jk->k", P, M, P)
 
 
@@ -145,7 +154,11 @@ def logistic_solution(t, r, C_kk, z0) -> Float[Array, "..."]:
 
     and $z_k(0)/(1 + C_{kk} z_k(0) t)$ when $r_k = 0$. Arguments broadcast.
     """
-    t, r, C_kk, z0 = (jnp.asarray(a) for a in (t, r, C_kk, z0))
+    t, r, C_kk, z0 = (as_real_array(n, a) for n, a in (("t", t), ("r", r), ("C_kk", C_kk), ("z0", z0)))
+    for name, v in (("C_kk", C_kk), ("z0", z0)):
+        if _is_concrete(v) and bool(jnp.any(v < 0)):
+            raise ValueError(f"`{name}` must be >= 0 (a competition coefficient / a feature "
+                             f"(P^T M P)_kk); got min {float(jnp.min(v))!r}.")
     safe_r = jnp.where(r == 0, 1.0, r)
     logistic = safe_r * z0 / (C_kk * z0 + (safe_r - C_kk * z0) * jnp.exp(-safe_r * t))
     return jnp.where(r == 0, z0 / (1.0 + C_kk * z0 * t), logistic)
@@ -166,10 +179,16 @@ def switch_on_time(r, C_kk, z0, *, a: float = 1.0, rho: float = 0.5):
     check_positive("a", a)
     if not 0 < rho < 1:
         raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
-    r, C_kk, z0 = (np.asarray(v, dtype=float) for v in (r, C_kk, z0))
+    r, C_kk, z0 = (np.asarray(as_real_array(n, v)) for n, v in (("r", r), ("C_kk", C_kk), ("z0", z0)))
+    for name, v in (("r", r), ("C_kk", C_kk), ("z0", z0)):
+        check_finite(name, v)
+        if np.any(v <= 0):
+            raise ValueError(f"`{name}` must be > 0 (a growing mode r > 0 with competition C_kk > 0 from "
+                             f"z0 > 0); got min {float(np.min(v))!r}.")
     arg = (r - C_kk * z0) / (C_kk * z0) * rho / (1 - rho)
     if np.any(~np.isfinite(arg)) or np.any(arg <= 1) or np.any(r <= 0):
         raise ValueError(
+            "`z0` must start below rho of the final value r/C_kk (a growing mode, 0 < C_kk z0 < r); "
             "`switch_on_time` needs a growing mode (r > 0, 0 < C_kk z0 < r) that starts below "
             f"rho = {rho} of its final value r/C_kk; got r/(C_kk z0) = {r / (C_kk * z0)}."
         )
@@ -195,8 +214,14 @@ def switch_on_time_asymptotic(zeta, eps, a: float = 1.0):
     ``a = 1`` under Theorem 6 ($\zeta_k = r_k$), ``a = 2`` under Theorem 7 ($\zeta_k=\gamma_k$).
     """
     check_positive("eps", eps)
+    if not float(eps) < 1.0:
+        raise ValueError(f"`eps` must be in (0, 1) (a small initialisation scale); got {eps!r}.")
     check_positive("a", a)
-    return np.log(1.0 / eps) / (a * np.asarray(zeta, dtype=float))
+    zeta = np.asarray(as_real_array("zeta", zeta))
+    check_finite("zeta", zeta)
+    if np.any(zeta <= 0):
+        raise ValueError(f"`zeta` must be > 0 (growth rate of a mode that is learned); got min {float(np.min(zeta))!r}.")
+    return np.log(1.0 / eps) / (a * zeta)
 
 
 def saxe_learning_time(s: float, u0: float, uf: float, tau: float = 1.0) -> float:
@@ -208,6 +233,8 @@ def saxe_learning_time(s: float, u0: float, uf: float, tau: float = 1.0) -> floa
     """
     for name, v in (("s", s), ("u0", u0), ("uf", uf), ("tau", tau)):
         check_positive(name, v)
-    if not u0 < uf < s:
-        raise ValueError(f"need 0 < u0 < uf < s; got u0={u0!r}, uf={uf!r}, s={s!r}.")
+    if not uf < s:
+        raise ValueError(f"`uf` must be < `s` (the mode saturates at s); got uf={uf!r}, s={s!r}.")
+    if not u0 < uf:
+        raise ValueError(f"`u0` must be < `uf` (the mode grows from u0 to uf); got u0={u0!r}, uf={uf!r}.")
     return tau / (2 * s) * float(np.log(uf * (s - u0) / (u0 * (s - uf))))

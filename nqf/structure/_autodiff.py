@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
+from .._checks import check_key, check_real_output, check_tolerance
 from .._types import Input
 from ..architectures._base import Architecture
 
@@ -158,6 +159,7 @@ def _check_call(apply, x, p: int, d: int, dtype):
         ) from err
     if not hasattr(out, "shape") or len(out.shape) > 1:
         raise ValueError(f"module output must be a scalar or an (o,) vector; got {out}.")
+    check_real_output("module", out)  # not jacrev's "requires real-valued outputs"
     return None if len(out.shape) == 0 else out.shape[0]
 
 
@@ -267,7 +269,9 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     outputs = _check_call(apply, x, p, d, dtype)
     W_extra = np.zeros((0, p, d)) if W_extra is None else W_extra
     eps = float(jnp.finfo(dtype).eps)
-    rtol = 1e3 * eps if rtol is None else rtol
+    rtol = 1e3 * eps if rtol is None else check_tolerance("rtol", rtol)
+    if key is not None:
+        check_key("key", key)
     key = jax.random.PRNGKey(0) if key is None else key
     probe = _compiled(_probe, module) if probe is None else probe
     out = probe(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
