@@ -1,0 +1,464 @@
+"""Bad input across the public API gets a clear error (issue 13).
+
+Each case calls one public function or constructor with exactly one bad
+argument and asserts
+
+* the exception type: ``TypeError`` for the wrong kind of object, ``ValueError``
+  for the wrong value or shape (``nqf._checks``' convention). Under the
+  test-time type checker (``--jaxtyping-packages`` in pyproject.toml) an
+  annotated argument of the wrong type or shape raises jaxtyping's
+  ``TypeCheckError`` first; it is a ``TypeError`` and names the parameter, so
+  shape cases accept it too (``tests/helpers.BAD_INPUT``);
+* that the message names the argument: `` `name` `` (nqf's wording) or
+  ``parameter 'name'`` (the type checker's).
+
+The cases the issue found silent (a wrong answer without an error) are marked
+``silent`` in their id.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from helpers import BAD_INPUT
+
+import nqf
+from nqf import architectures, datasets, dynamics, model, solutions, structure
+
+
+class Case(NamedTuple):
+    id: str
+    call: Callable[[], Any]
+    exc: Any
+    name: str
+
+
+CASES: list[Case] = []
+
+
+def case(id: str, exc, name: str):
+    """Register ``fn`` (no arguments) as one bad-input case."""
+
+    def deco(fn):
+        CASES.append(Case(id, fn, exc, name))
+        return fn
+
+    return deco
+
+
+# ------------------------------------------------------------------ good data
+M_, P_ = 4, 3
+
+
+def _data(**kw) -> model.NQFData:
+    rng = np.random.default_rng(0)
+    As = rng.normal(size=(M_, P_, P_))
+    As = 0.5 * (As + np.swapaxes(As, 1, 2))
+    ys = rng.normal(size=M_)
+    return model.NQFData(jnp.asarray(As), jnp.asarray(ys), **kw)
+
+
+def _general(**overrides) -> dict:
+    rng = np.random.default_rng(1)
+    sym = lambda a: 0.5 * (a + np.swapaxes(a, -1, -2))  # noqa: E731
+    kw = dict(
+        As=sym(rng.normal(size=(M_, P_, P_))),
+        ys=rng.normal(size=M_),
+        gs=rng.normal(size=(M_, P_)),
+        Bs=sym(rng.normal(size=(M_, P_, P_))),
+        f0=rng.normal(size=M_),
+    )
+    kw.update(overrides)
+    return kw
+
+
+def _nqf_data(kw: dict) -> model.NQFData:
+    As, ys = kw.pop("As"), kw.pop("ys")
+    return model.NQFData(As, ys, **kw)
+
+
+DATA = None
+M0 = 0.1 * jnp.eye(P_)
+MU0 = jnp.zeros(P_)
+TS = jnp.linspace(0.0, 1.0, 5)
+BATCHES = jnp.array([[0, 1], [2, 3]])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _good_data():
+    global DATA
+    DATA = _data()
+    yield
+
+
+def _state():
+    return dynamics.sgd_state(M0, MU0)
+
+
+def _sym_not_psd():
+    return jnp.diag(jnp.array([1.0, -1.0, 0.5]))
+
+
+# ------------------------------------------------------------- architectures
+for _arg, _bad, _exc in [
+    ("k", 0, ValueError), ("k", -3, ValueError), ("k", 2.5, TypeError), ("k", "4", TypeError),
+    ("k", None, TypeError), ("k", True, TypeError),
+]:
+    case(f"two_layer_mlp {_arg}={_bad!r}" + (" silent" if _bad == 0 else ""), _exc, _arg)(
+        lambda _bad=_bad: architectures.two_layer_mlp(_bad))
+
+case("two_layer_mlp activation not callable", TypeError, "activation")(
+    lambda: architectures.two_layer_mlp(3, activation="tanh"))
+case("two_layer_mlp outputs=0", ValueError, "outputs")(lambda: architectures.two_layer_mlp(3, outputs=0))
+case("two_layer_mlp outputs=1.5", TypeError, "outputs")(lambda: architectures.two_layer_mlp(3, outputs=1.5))
+case("two_layer_mlp ReLU (not C^3)", ValueError, "activation")(
+    lambda: architectures.two_layer_mlp(3, activation=jax.nn.relu))
+
+for _arg in ("D", "N", "d_k", "d_v"):
+    for _bad, _exc in [(0, ValueError), (-1, ValueError), (2.0, TypeError), ("3", TypeError)]:
+        _kw = dict(D=3, N=4, d_k=2, d_v=2)
+        _kw[_arg] = _bad
+        case(f"multihead_attention {_arg}={_bad!r}" + (" silent" if _bad == 0 and _arg in ("D", "N") else ""),
+             _exc, _arg)(lambda _kw=dict(_kw): architectures.multihead_attention(**_kw))
+
+for _arg in ("height", "width", "kh", "kw"):
+    _kw = dict(height=4, width=4, kh=2, kw=2)
+    _kw[_arg] = 0
+    case(f"cnn {_arg}=0", ValueError, _arg)(lambda _kw=dict(_kw): architectures.cnn(**_kw))
+case("cnn kernel larger than image", ValueError, "kh")(lambda: architectures.cnn(3, 3, 4, 2))
+case("cnn activation not callable", TypeError, "activation")(lambda: architectures.cnn(4, 4, 2, 2, activation=3))
+
+case("mixture_of_experts k=0", ValueError, "k")(lambda: architectures.mixture_of_experts(0))
+case("mixture_of_experts k=1.5", TypeError, "k")(lambda: architectures.mixture_of_experts(1.5))
+case("mixture_of_experts gate not callable", TypeError, "gate")(
+    lambda: architectures.mixture_of_experts(3, gate="tanh"))
+case("phase_retrieval n=0", ValueError, "n")(lambda: architectures.phase_retrieval(0))
+case("phase_retrieval n='2'", TypeError, "n")(lambda: architectures.phase_retrieval("2"))
+case("diagonal_linear_network n=-2", ValueError, "n")(lambda: architectures.diagonal_linear_network(-2))
+case("diagonal_linear_network n=2.0", TypeError, "n")(lambda: architectures.diagonal_linear_network(2.0))
+case("qk_attention N=0", ValueError, "N")(lambda: architectures.qk_attention(3, 0, 2))
+case("qk_attention d_k=0", ValueError, "d_k")(lambda: architectures.qk_attention(3, 4, 0))
+
+
+def _mlp():
+    return architectures.two_layer_mlp(3)
+
+
+case("Architecture.apply W wrong p", BAD_INPUT, "W")(lambda: _mlp().apply(jnp.ones((5, 2)), jnp.ones(3)))
+case("Architecture.apply W 1-d", BAD_INPUT, "W")(lambda: _mlp().apply(jnp.ones(4), jnp.ones(3)))
+case("Architecture.apply x wrong shape", BAD_INPUT, "x")(lambda: _mlp().apply(jnp.ones((4, 2)), jnp.ones(5)))
+case("Architecture.structure x wrong shape", BAD_INPUT, "x")(lambda: _mlp().structure(jnp.ones(2)))
+case("Architecture.structure x with NaN", ValueError, "x")(lambda: _mlp().structure(jnp.array([1.0, jnp.nan, 0.0])))
+case("Architecture.sample_input key=42", TypeError, "key")(lambda: _mlp().sample_input(42))
+
+# ----------------------------------------------------------------- structure
+X3 = jnp.array([0.3, -0.2, 0.5])
+
+
+def _tanh_module(W, x):
+    return jnp.sum(W[-1] * jnp.tanh(W[:-1].T @ x))
+
+
+case("structure_matrix module not callable", TypeError, "module")(lambda: structure.structure_matrix(3, X3, 4))
+case("structure_matrix p=0", ValueError, "p")(lambda: structure.structure_matrix(_tanh_module, X3, 0))
+case("structure_matrix p=2.5", TypeError, "p")(lambda: structure.structure_matrix(_tanh_module, X3, 2.5))
+case("structure_matrix d=0", ValueError, "d")(lambda: structure.structure_matrix(_tanh_module, X3, 4, d=0))
+case("structure_matrix d=1.5", TypeError, "d")(lambda: structure.structure_matrix(_tanh_module, X3, 4, d=1.5))
+case("structure_matrix int-valued module", TypeError, "module")(
+    lambda: structure.structure_matrix(lambda W, x: jnp.sum(W > 0).astype(jnp.int32), X3, 4))
+case("structure_matrix complex-valued module", TypeError, "module")(
+    lambda: structure.structure_matrix(lambda W, x: jnp.sum(W).astype(jnp.complex128), X3, 4))
+case("structure_matrix key=42", TypeError, "key")(lambda: structure.structure_matrix(_tanh_module, X3, 4, key=42))
+case("structure_report rtol=-1 silent", ValueError, "rtol")(
+    lambda: structure.structure_report(_tanh_module, X3, 4, rtol=-1.0))
+case("structure_report rtol=nan", ValueError, "rtol")(
+    lambda: structure.structure_report(_tanh_module, X3, 4, rtol=float("nan")))
+case("structure_report rtol='1e-6'", TypeError, "rtol")(
+    lambda: structure.structure_report(_tanh_module, X3, 4, rtol="1e-6"))
+case("structure_report p=-1", ValueError, "p")(lambda: structure.structure_report(_tanh_module, X3, -1))
+case("structure_stack method unknown", ValueError, "method")(
+    lambda: structure.structure_stack(_mlp(), jnp.ones((2, 3)), method="magic"))
+case("nqf_expansion W wrong rows", BAD_INPUT, "W")(
+    lambda: structure.nqf_expansion(jnp.eye(3), jnp.ones((4, 2))))
+case("nqf_expansion g wrong length", BAD_INPUT, "g")(
+    lambda: structure.nqf_expansion(jnp.eye(3), jnp.ones((3, 2)), g=jnp.ones(4)))
+case("nqf_expansion A not square", BAD_INPUT, "A")(
+    lambda: structure.nqf_expansion(jnp.ones((3, 2)), jnp.ones((3, 2))))
+case("remainder_scaling scales negative", ValueError, "scales")(
+    lambda: structure.remainder_scaling(_tanh_module, X3, jnp.ones((4, 2)), jnp.eye(4),
+                                        scales=jnp.array([-1.0, 0.1])))
+case("check_theorem1 arch not an Architecture", TypeError, "arch")(
+    lambda: structure.check_theorem1(_tanh_module))
+case("check_theorem1 rays=0", ValueError, "rays")(lambda: structure.check_theorem1(_mlp(), rays=0))
+case("check_theorem1 width=0", ValueError, "width")(lambda: structure.check_theorem1(_mlp(), width=0))
+
+# --------------------------------------------------------------------- model
+case("NQFData As not square", BAD_INPUT, "As")(lambda: model.NQFData(jnp.ones((4, 3, 2)), jnp.ones(4)))
+case("NQFData As 2-d", BAD_INPUT, "As")(lambda: model.NQFData(jnp.eye(3), jnp.ones(1)))
+case("NQFData As not symmetric", ValueError, "As")(
+    lambda: model.NQFData(jnp.ones((2, 3, 3)) + jnp.triu(jnp.ones((3, 3)), 1), jnp.ones(2)))
+case("NQFData As with NaN", ValueError, "As")(
+    lambda: model.NQFData(jnp.full((2, 3, 3), jnp.nan), jnp.ones(2)))
+case("NQFData As empty (m=0)", ValueError, "As")(lambda: model.NQFData(jnp.ones((0, 3, 3)), jnp.ones(0)))
+case("NQFData ys length 1 (broadcast) silent", BAD_INPUT, "ys")(
+    lambda: model.NQFData(jnp.stack([jnp.eye(3)] * 4), jnp.ones(1)))
+case("NQFData ys wrong length", BAD_INPUT, "ys")(
+    lambda: model.NQFData(jnp.stack([jnp.eye(3)] * 4), jnp.ones(5)))
+case("NQFData ys with inf", ValueError, "ys")(
+    lambda: model.NQFData(jnp.stack([jnp.eye(3)] * 2), jnp.array([1.0, jnp.inf])))
+case("NQFData gs wrong shape", BAD_INPUT, "gs")(lambda: _nqf_data(_general(gs=np.ones((M_, P_ + 1)))))
+case("NQFData gs with NaN silent", ValueError, "gs")(
+    lambda: _nqf_data(_general(gs=np.full((M_, P_), np.nan))))
+case("NQFData Bs wrong shape", BAD_INPUT, "Bs")(lambda: _nqf_data(_general(Bs=np.ones((M_, P_, P_ + 1)))))
+case("NQFData Bs with NaN silent", ValueError, "Bs")(
+    lambda: _nqf_data(_general(Bs=np.full((M_, P_, P_), np.nan))))
+case("NQFData f0 wrong length", BAD_INPUT, "f0")(lambda: _nqf_data(_general(f0=np.ones(M_ + 2))))
+case("NQFData f0 string", TypeError, "f0")(lambda: _nqf_data(_general(f0="zero")))
+case("NQFData As string", TypeError, "As")(lambda: model.NQFData("As", jnp.ones(2)))
+case("outputs data not NQFData", TypeError, "data")(lambda: model.outputs(M0, (jnp.ones((4, 3, 3)), jnp.ones(4))))
+case("outputs M wrong size", BAD_INPUT, "M")(lambda: model.outputs(jnp.eye(4), DATA))
+case("outputs M not symmetric", ValueError, "M")(lambda: model.outputs(jnp.triu(jnp.ones((3, 3))), DATA))
+case("outputs mu wrong length", BAD_INPUT, "mu")(lambda: model.outputs(M0, _nqf_data(_general()), mu=jnp.ones(5)))
+case("mse_loss M with NaN", ValueError, "M")(lambda: model.mse_loss(jnp.full((3, 3), jnp.nan), DATA))
+case("mse_loss mu wrong length", BAD_INPUT, "mu")(lambda: model.mse_loss(M0, _nqf_data(_general()), mu=jnp.ones(2)))
+case("h_matrix M wrong size", BAD_INPUT, "M")(lambda: model.h_matrix(jnp.eye(2), DATA))
+case("h_matrix data not NQFData", TypeError, "data")(lambda: model.h_matrix(M0, None))
+case("flow_field M with NaN", ValueError, "M")(lambda: model.flow_field(jnp.full((3, 3), jnp.nan), DATA))
+case("ntk d=0", ValueError, "d")(lambda: model.ntk(M0, MU0, DATA, d=0))
+case("ntk d=2.5", TypeError, "d")(lambda: model.ntk(M0, MU0, DATA, d=2.5))
+case("ntk mu wrong length", BAD_INPUT, "mu")(lambda: model.ntk(M0, jnp.ones(4), DATA, d=3))
+
+# ------------------------------------------------------------------ dynamics
+case("nqf_sgd batch index 10 with m=4 silent", ValueError, "batches")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[0, 10]]), eta=0.1, d=3))
+case("nqf_sgd batch index -7 silent", ValueError, "batches")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[-7, 1]]), eta=0.1, d=3))
+case("nqf_sgd batch indices float", TypeError, "batches")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[0.0, 1.0]]), eta=0.1, d=3))
+case("nqf_sgd batches 1-d", BAD_INPUT, "batches")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([0, 1]), eta=0.1, d=3))
+case("nqf_sgd d=2.5 silent", TypeError, "d")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=2.5))
+case("nqf_sgd d=0", ValueError, "d")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=0))
+case("nqf_sgd eta=-0.1", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
+case("nqf_sgd eta=nan", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=float("nan"), d=3))
+case("nqf_sgd eta='0.1'", TypeError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta="0.1", d=3))
+case("nqf_sgd momentum=1.5", ValueError, "momentum")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.5))
+case("nqf_sgd weight_decay=-1", ValueError, "weight_decay")(
+    lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, weight_decay=-1.0))
+case("nqf_sgd data not NQFData", TypeError, "data")(
+    lambda: dynamics.nqf_sgd(_state(), (jnp.ones((4, 3, 3)), jnp.ones(4)), BATCHES, eta=0.1, d=3))
+case("nqf_sgd state not a state", TypeError, "state")(lambda: dynamics.nqf_sgd(M0, DATA, BATCHES, eta=0.1, d=3))
+case("nqf_sgd_step M not PSD silent", ValueError, "M")(
+    lambda: dynamics.nqf_sgd_step(dynamics.sgd_state(_sym_not_psd(), MU0), DATA, eta=0.1, d=3))
+case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: dynamics.nqf_sgd_step(_state(), DATA, eta=0.1, d=2.5))
+case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: dynamics.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
+case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: dynamics.sgd_state(M0, jnp.ones(4)))
+case("sgd_state M not square", BAD_INPUT, "M")(lambda: dynamics.sgd_state(jnp.ones((3, 2)), MU0))
+case("nqf_momentum beta=1", ValueError, "beta")(
+    lambda: dynamics.nqf_momentum(_state(), DATA, BATCHES, eta=0.1, d=3, beta=1.0))
+case("nqf_momentum batch index 4 with m=4", ValueError, "batches")(
+    lambda: dynamics.nqf_momentum(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3))
+case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: dynamics.gradient_flow(M0, DATA, TS, rtol=-1.0))
+case("gradient_flow rtol=0", ValueError, "rtol")(lambda: dynamics.gradient_flow(M0, DATA, TS, rtol=0.0))
+case("gradient_flow atol=inf", ValueError, "atol")(lambda: dynamics.gradient_flow(M0, DATA, TS, atol=float("inf")))
+case("gradient_flow solver unknown", ValueError, "solver")(
+    lambda: dynamics.gradient_flow(M0, DATA, TS, solver="euler-ish"))
+case("gradient_flow time unknown", ValueError, "time")(lambda: dynamics.gradient_flow(M0, DATA, TS, time="loglog"))
+case("gradient_flow ts decreasing", ValueError, "ts")(
+    lambda: dynamics.gradient_flow(M0, DATA, jnp.array([0.0, 2.0, 1.0])))
+case("gradient_flow ts 2-d", BAD_INPUT, "ts")(lambda: dynamics.gradient_flow(M0, DATA, jnp.ones((2, 2))))
+case("gradient_flow ts with NaN", ValueError, "ts")(
+    lambda: dynamics.gradient_flow(M0, DATA, jnp.array([0.0, jnp.nan])))
+case("gradient_flow M0 wrong size", BAD_INPUT, "M0")(lambda: dynamics.gradient_flow(jnp.eye(4), DATA, TS))
+case("gradient_flow M0 not PSD", ValueError, "M0")(lambda: dynamics.gradient_flow(_sym_not_psd(), DATA, TS))
+case("gradient_flow max_steps=0", ValueError, "max_steps")(
+    lambda: dynamics.gradient_flow(M0, DATA, TS, max_steps=0))
+case("gradient_flow max_steps=10.5", TypeError, "max_steps")(
+    lambda: dynamics.gradient_flow(M0, DATA, TS, max_steps=10.5))
+case("gradient_flow data not NQFData", TypeError, "data")(
+    lambda: dynamics.gradient_flow(M0, (jnp.ones((4, 3, 3)), jnp.ones(4)), TS))
+case("gradient_flow_batch M0s 2-d", BAD_INPUT, "M0s")(lambda: dynamics.gradient_flow_batch(M0, DATA, TS))
+case("log_times n=1 silent", ValueError, "n")(lambda: dynamics.log_times(10.0, n=1))
+case("log_times n=0", ValueError, "n")(lambda: dynamics.log_times(10.0, n=0))
+case("log_times n=2.5", TypeError, "n")(lambda: dynamics.log_times(10.0, n=2.5))
+case("log_times t_max=-1", ValueError, "t_max")(lambda: dynamics.log_times(-1.0))
+case("log_times t_min > t_max", ValueError, "t_min")(lambda: dynamics.log_times(1.0, t_min=5.0))
+
+
+def _loss(W, batch):
+    return jnp.sum(W**2)
+
+
+for _bad, _label in [("sgd", "string"), (optax.sgd, "uncalled factory"), (None, "None"), (0.1, "float")]:
+    case(f"train_weights optimizer {_label}", TypeError, "optimizer")(
+        lambda _bad=_bad: dynamics.train_weights(_loss, jnp.ones(3), _bad, 5))
+case("train_weights num_steps=0", ValueError, "num_steps")(
+    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 0))
+case("train_weights num_steps=2.5", TypeError, "num_steps")(
+    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 2.5))
+case("train_weights loss_fn not callable", TypeError, "loss_fn")(
+    lambda: dynamics.train_weights("mse", jnp.ones(3), optax.sgd(0.1), 5))
+case("train_weights record not callable", TypeError, "record")(
+    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 5, record=1))
+case("compare_with_nqf optimizer string", TypeError, "optimizer")(
+    lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
+case("compare_with_nqf steps=0", ValueError, "steps")(
+    lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, optax.sgd(0.1), 0))
+case("compare_with_nqf key=42", TypeError, "key")(
+    lambda: dynamics.compare_with_nqf(_mlp(), 0.1 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)),
+                                      optax.sgd(0.1), 5, key=42))
+case("compare_with_nqf module not callable", TypeError, "module")(
+    lambda: dynamics.compare_with_nqf("mlp", jnp.ones((4, 3)), None, optax.sgd(0.1), 5))
+case("compress d=0", ValueError, "d")(lambda: dynamics.compress(_state(), DATA, d=0, eta=0.1))
+case("compress eta=-1", ValueError, "eta")(lambda: dynamics.compress(_state(), DATA, d=3, eta=-1.0))
+case("compress rtol=0", ValueError, "rtol")(lambda: dynamics.compress(_state(), DATA, d=3, eta=0.1, rtol=0.0))
+case("weights_from_statistics d=0", ValueError, "d")(lambda: dynamics.weights_from_statistics(M0, MU0, 0))
+case("weights_from_statistics M not PSD", ValueError, "M")(
+    lambda: dynamics.weights_from_statistics(_sym_not_psd(), MU0, 3))
+case("weights_from_statistics mu wrong length", BAD_INPUT, "mu")(
+    lambda: dynamics.weights_from_statistics(M0, jnp.ones(2), 3))
+case("same_statistics W 1-d", BAD_INPUT, "W")(lambda: dynamics.same_statistics(jnp.ones(3)))
+
+# ----------------------------------------------------------------- solutions
+case("switch_on_time C_kk=-1 silent", ValueError, "C_kk")(lambda: solutions.switch_on_time(1.0, C_kk=-1.0, z0=1e-3))
+case("switch_on_time z0=-1e-3 silent", ValueError, "z0")(lambda: solutions.switch_on_time(1.0, C_kk=1.0, z0=-1e-3))
+case("switch_on_time r=0", ValueError, "r")(lambda: solutions.switch_on_time(0.0, C_kk=1.0, z0=1e-3))
+case("switch_on_time rho=1.5", ValueError, "rho")(lambda: solutions.switch_on_time(1.0, 1.0, 1e-3, rho=1.5))
+case("switch_on_time a=0", ValueError, "a")(lambda: solutions.switch_on_time(1.0, 1.0, 1e-3, a=0.0))
+case("switch_on_time z0 above the plateau", ValueError, "z0")(lambda: solutions.switch_on_time(1.0, 1.0, 2.0))
+case("switch_on_time_asymptotic zeta=0 silent", ValueError, "zeta")(
+    lambda: solutions.switch_on_time_asymptotic(0.0, 1e-3))
+case("switch_on_time_asymptotic zeta<0 silent", ValueError, "zeta")(
+    lambda: solutions.switch_on_time_asymptotic(-1.0, 1e-3))
+case("switch_on_time_asymptotic eps=2", ValueError, "eps")(lambda: solutions.switch_on_time_asymptotic(1.0, 2.0))
+case("logistic_solution z0<0", ValueError, "z0")(lambda: solutions.logistic_solution(1.0, 1.0, 1.0, -1e-3))
+case("logistic_solution C_kk=-1", ValueError, "C_kk")(lambda: solutions.logistic_solution(1.0, 1.0, -1.0, 1e-3))
+case("features P not orthogonal silent", ValueError, "P")(lambda: solutions.features(M0, 2.0 * jnp.eye(P_)))
+case("features P wrong size", BAD_INPUT, "P")(lambda: solutions.features(M0, jnp.eye(P_ + 1)))
+case("features M not square", BAD_INPUT, "M")(lambda: solutions.features(jnp.ones((3, 2)), jnp.eye(P_)))
+case("lv_flow z0 wrong length", BAD_INPUT, "z0")(
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(2), TS))
+case("lv_flow z0 negative", ValueError, "z0")(
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), -jnp.ones(3), TS))
+case("lv_flow rtol=-1", ValueError, "rtol")(
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, rtol=-1.0))
+case("lv_flow solver unknown", ValueError, "solver")(
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, solver="rk99"))
+case("lv_coefficients tol=-1", ValueError, "tol")(lambda: solutions.lv_coefficients(DATA, tol=-1.0))
+case("lv_coefficients data not NQFData", TypeError, "data")(lambda: solutions.lv_coefficients(jnp.ones((4, 3, 3))))
+case("growth_and_competition ys wrong length", BAD_INPUT, "ys")(
+    lambda: solutions.growth_and_competition(jnp.ones((4, 3)), jnp.ones(5)))
+case("growth_and_competition lambdas 1-d", BAD_INPUT, "lambdas")(
+    lambda: solutions.growth_and_competition(jnp.ones(4), jnp.ones(4)))
+case("commuting_eigenbasis As not square", BAD_INPUT, "As")(
+    lambda: solutions.commuting_eigenbasis(jnp.ones((2, 3, 2))))
+case("commuting_eigenbasis tol=0", ValueError, "tol")(
+    lambda: solutions.commuting_eigenbasis(jnp.stack([jnp.eye(3)] * 2), tol=0.0))
+case("saxe_learning_time s=0", ValueError, "s")(lambda: solutions.saxe_learning_time(0.0, 1e-3, 0.5))
+case("saxe_learning_time uf > s", ValueError, "uf")(lambda: solutions.saxe_learning_time(1.0, 1e-3, 2.0))
+case("saxe_learning_time u0=-1", ValueError, "u0")(lambda: solutions.saxe_learning_time(1.0, -1.0, 0.5))
+case("implicit_xi t negative", ValueError, "t")(
+    lambda: solutions.implicit_xi(jnp.array([-1.0, 0.0]), jnp.ones(2), jnp.ones(2), jnp.array(1.0)))
+
+# ------------------------------------------------------------------ datasets
+case("random_orthogonal n=0", ValueError, "n")(lambda: datasets.random_orthogonal(0, 0))
+case("random_orthogonal n=2.5", TypeError, "n")(lambda: datasets.random_orthogonal(2.5, 0))
+
+
+case("orthogonal_features_data r 2-d", BAD_INPUT, "r")(lambda: datasets.orthogonal_features_data(jnp.ones((2, 2))))
+case("orthogonal_features_data C_kk=0", ValueError, "C_kk")(
+    lambda: datasets.orthogonal_features_data(jnp.ones(3), 0.0))
+case("isotropic_dataset c=-1", ValueError, "c")(lambda: datasets.isotropic_dataset(jnp.eye(3), -1.0))
+case("isotropic_dataset Y not symmetric", ValueError, "Y")(
+    lambda: datasets.isotropic_dataset(jnp.triu(jnp.ones((3, 3))), 0.25))
+case("linear_network_dataset n_in=0", ValueError, "n_in")(
+    lambda: datasets.linear_network_dataset(jnp.ones(2), 0, 3))
+case("linear_network_dataset n_out=2.5", TypeError, "n_out")(
+    lambda: datasets.linear_network_dataset(jnp.ones(2), 3, 2.5))
+case("commuting_dataset ys wrong length", BAD_INPUT, "ys")(
+    lambda: datasets.commuting_dataset(jnp.ones((4, 3)), jnp.ones(5)))
+case("proportional_dataset ys and cs lengths differ", BAD_INPUT, "ys")(
+    lambda: datasets.proportional_dataset(jnp.ones(3), jnp.ones(4), jnp.ones(5)))
+case("gaussian_init p=0", ValueError, "p")(lambda: datasets.gaussian_init(0, 3, 0.1))
+case("gaussian_init d=1.5", TypeError, "d")(lambda: datasets.gaussian_init(3, 1.5, 0.1))
+case("gaussian_init sigma=-0.1", ValueError, "sigma")(lambda: datasets.gaussian_init(3, 3, -0.1))
+case("power_law_spectrum K=0", ValueError, "K")(lambda: datasets.power_law_spectrum(0, 1.5, 1.0, eps=1e-3))
+case("power_law_spectrum eps=0", ValueError, "eps")(lambda: datasets.power_law_spectrum(8, 1.5, 1.0, eps=0.0))
+case("sample_power_law m=0", ValueError, "m")(lambda: datasets.sample_power_law(0, 1.5, 1.0, eps=1e-3))
+case("fourier_dataset P=0", ValueError, "P")(lambda: datasets.fourier_dataset(P=0))
+case("teacher_dataset module not callable", TypeError, "module")(
+    lambda: datasets.teacher_dataset("mlp", 3, 5, p=4, seed=0))
+
+# ------------------------------------------------------------------- pipeline
+from nqf import pipeline  # noqa: E402
+
+case("Claims fidelity empty", ValueError, "fidelity")(lambda: pipeline.Claims("ch01", "", "/tmp"))
+case("Claims chapter with a slash", ValueError, "chapter")(lambda: pipeline.Claims("ch01/x", "quick", "/tmp"))
+case("crossing_time t not increasing", ValueError, "t")(
+    lambda: pipeline.crossing_time(jnp.array([0.0, 2.0, 1.0]), jnp.array([0.0, 1.0, 2.0]), 0.5))
+case("intercept_fit x, y lengths differ", BAD_INPUT, "y")(
+    lambda: pipeline.intercept_fit(jnp.ones(3), jnp.ones(4)))
+case("step_deviation margin=-1", ValueError, "margin")(
+    lambda: pipeline.step_deviation(jnp.linspace(0, 1, 5), jnp.ones(5), jnp.ones(5), jnp.array([0.5]), -1.0))
+
+
+# ------------------------------------------------------------------- the test
+def _names_argument(message: str, name: str) -> bool:
+    return bool(re.search(rf"`{re.escape(name)}`|parameter '{re.escape(name)}'", message))
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_bad_input_gets_a_clear_error(c):
+    with pytest.raises(c.exc) as info:
+        c.call()
+    assert _names_argument(str(info.value), c.name), (
+        f"the error does not name the argument `{c.name}`: {type(info.value).__name__}: {info.value}")
+
+
+def test_there_are_at_least_100_kinds():
+    assert len(CASES) >= 100
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+# ----------------------------------------------------- no cache for other inputs
+SCALE = 1.0
+
+
+def _global_module(W, x):  # reads a global that changes: a cache keyed on the function would go stale
+    return SCALE * jnp.sum(W[-1] * jnp.tanh(W[:-1].T @ x))
+
+
+def test_structure_matrix_never_returns_a_result_for_other_inputs():
+    global SCALE
+    SCALE = 1.0
+    A1 = structure.structure_matrix(_global_module, X3, 4)
+    SCALE = 2.0
+    try:
+        A2 = structure.structure_matrix(_global_module, X3, 4)
+    finally:
+        SCALE = 1.0
+    np.testing.assert_allclose(np.asarray(A2), 2.0 * np.asarray(A1), rtol=1e-12)
+
+
+class _EqModule:
+    """A callable with ``__eq__`` (unhashable): accepted as a module."""
+
+    __hash__ = None
+
+    def __eq__(self, other):
+        return isinstance(other, _EqModule)
+
+    def __call__(self, W, x):
+        return _tanh_module(W, x)
+
+
+def test_unhashable_callable_module_is_accepted():
+    A = structure.structure_matrix(_EqModule(), X3, 4)
+    np.testing.assert_allclose(np.asarray(A), np.asarray(structure.structure_matrix(_tanh_module, X3, 4)))
