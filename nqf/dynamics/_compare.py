@@ -59,7 +59,7 @@ class Comparison(NamedTuple):
     nqf: dict  #: tracked quantity -> ``(*B, T, ...)`` for its NQF
     batch_loss: dict  #: ``{"module", "nqf"}`` -> ``(*B, steps)`` loss on each step's batch
     gap: np.ndarray  #: ``(*B, T)`` relative gap of ``gap_on`` between the two runs
-    window: np.ndarray  #: ``(*B,)`` first recorded step with gap > threshold (``inf``: never)
+    window: np.ndarray  #: ``(*B,)`` first recorded step with gap > threshold or non-finite (``inf``: never)
     threshold: float
     gap_on: str
     final: dict  #: ``{"module", "nqf"}`` -> final parameters
@@ -493,7 +493,7 @@ def compare_with_nqf(
     nb = 1 if batched else 0
     gap = _relative_gap(rec["module"][gap_on], rec["nqf"][gap_on], nb)
     rec_steps = np.arange(0, steps + 1, record_every)
-    exceeded = gap > threshold
+    exceeded = ~(gap <= threshold)  # a non-finite gap (a diverged run) counts as parted
     first = np.argmax(exceeded, axis=-1)
     window = np.where(exceeded.any(axis=-1), rec_steps[first].astype(float), np.inf)
     final = {k: eqx.combine(res[k][0], frozen) if not batched else res[k][0] for k in ("module", "nqf")}
