@@ -179,7 +179,9 @@ def switch_on_time(r, C_kk, z0, *, a: float = 1.0, rho: float = 0.5):
     check_positive("a", a)
     if not 0 < rho < 1:
         raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
-    r, C_kk, z0 = (np.asarray(as_real_array(n, v)) for n, v in (("r", r), ("C_kk", C_kk), ("z0", z0)))
+    for name, v in (("r", r), ("C_kk", C_kk), ("z0", z0)):
+        as_real_array(name, v)  # TypeError naming it for strings, None, complex
+    r, C_kk, z0 = (np.asarray(v, dtype=float) for v in (r, C_kk, z0))  # NumPy float64 whatever JAX's x64
     for name, v in (("r", r), ("C_kk", C_kk), ("z0", z0)):
         check_finite(name, v)
         if np.any(v <= 0):
@@ -217,7 +219,8 @@ def switch_on_time_asymptotic(zeta, eps, a: float = 1.0):
     if not float(eps) < 1.0:
         raise ValueError(f"`eps` must be in (0, 1) (a small initialisation scale); got {eps!r}.")
     check_positive("a", a)
-    zeta = np.asarray(as_real_array("zeta", zeta))
+    as_real_array("zeta", zeta)
+    zeta = np.asarray(zeta, dtype=float)
     check_finite("zeta", zeta)
     if np.any(zeta <= 0):
         raise ValueError(f"`zeta` must be > 0 (growth rate of a mode that is learned); got min {float(np.min(zeta))!r}.")
