@@ -462,3 +462,28 @@ class _EqModule:
 def test_unhashable_callable_module_is_accepted():
     A = structure.structure_matrix(_EqModule(), X3, 4)
     np.testing.assert_allclose(np.asarray(A), np.asarray(structure.structure_matrix(_tanh_module, X3, 4)))
+
+
+# ------------------------------------------------ values that exist only under jit
+def test_out_of_range_batch_indices_under_jit_raise_naming_the_argument():
+    """Under a caller's ``jit`` the indices are traced: ``equinox.error_if`` checks them at run time."""
+    state = _state()
+    run = jax.jit(lambda b: dynamics.nqf_sgd(state, DATA, b, eta=0.1, d=3).M)
+    assert np.all(np.isfinite(np.asarray(run(BATCHES))))
+    with pytest.raises(Exception, match="`batches` must hold sample indices in \\[0, 4\\)"):
+        jax.block_until_ready(run(jnp.array([[0, 10]])))
+
+
+def test_equinox_module_as_the_module_is_accepted():
+    """An equinox Module holding an array (unhashable) works as a plain callable module."""
+    import equinox as eqx
+
+    class Scaled(eqx.Module):
+        scale: jax.Array
+
+        def __call__(self, W, x):
+            return self.scale * _tanh_module(W, x)
+
+    A = structure.structure_matrix(Scaled(jnp.asarray(2.0)), X3, 4)
+    np.testing.assert_allclose(np.asarray(A), 2.0 * np.asarray(structure.structure_matrix(_tanh_module, X3, 4)),
+                               rtol=1e-12)

@@ -39,6 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 from .._checks import check_finite
 from .._checks import check_index
+from .._checks import check_index_traced
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
@@ -129,8 +130,8 @@ def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float,
 
 def _check_batches(batches, m: int) -> Int[Array, "steps b"]:
     check_ndim("batches", batches, 2, "one row of sample indices per step")
-    check_index("batches", batches, m)
-    return jnp.asarray(batches)
+    # concrete indices are checked now; traced ones (a caller's jit) by equinox.error_if at run time
+    return check_index_traced("batches", jnp.asarray(batches), m)
 
 
 # ------------------------------------------------------------------ the update (one implementation)
