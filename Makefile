@@ -44,7 +44,8 @@ quick-book: venv
 # over the DevTools protocol (websocket-client), so no chromedriver is needed.
 SUDO := $(shell test "$$(id -u)" -eq 0 || echo sudo)
 check-site: venv
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	@command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
 	$(PY) tests/site/check_site.py --site _build/html-quick --out _build/site-check

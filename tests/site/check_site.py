@@ -345,7 +345,9 @@ _PAGE_JS = r"""
 
 
 def find_chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
+    if os.environ.get("CHROMIUM"):
+        return os.environ["CHROMIUM"]
+    for name in ("chromium", "google-chrome", "chromium-browser"):
         path = shutil.which(name)
         if path:
             return path
