@@ -12,7 +12,12 @@
   the in-text citations (``bibtex_reference_style: author_year``), instead of the
   numbers "[5]" of pybtex's plain style: ``bibtex_default_style: plain_author_year``.
 
-``tests/site/check_site.py`` (``make check-site``) checks the first three in Chromium.
+* the MathJax copy that ``sphinx-mathjax-offline`` ships into ``_static/mathjax``
+  keeps only what the pages load (``tex-chtml.js`` and the components it loads on
+  demand): the other combined bundles and the SVG output, about 15 MB, are removed.
+
+``tests/site/check_site.py`` (``make check-site``) checks the first three in Chromium
+(and that nothing MathJax asks for is missing).
 """
 
 from __future__ import annotations
@@ -93,7 +98,31 @@ def _register_bibliography_style() -> None:
             pass
 
 
+_MATHJAX_UNUSED = (
+    "mml-chtml.js", "mml-svg.js", "tex-mml-chtml.js", "tex-mml-svg.js", "tex-svg.js", "tex-svg-full.js",
+    "tex-chtml-full.js", "tex-chtml-full-speech.js", "node-main.js", "output/svg", "output/svg.js",
+)
+
+
+def _prune_mathjax(app, exc):
+    if exc is not None or app.builder.format != "html":
+        return
+    import shutil
+    from pathlib import Path
+
+    root = Path(app.outdir) / "_static" / "mathjax"
+    if not (root / "tex-chtml.js").is_file():
+        return
+    for rel in _MATHJAX_UNUSED:
+        p = root / rel
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.is_file():
+            p.unlink()
+
+
 def setup(app):
     _register_bibliography_style()
+    app.connect("build-finished", _prune_mathjax, priority=900)
     app.connect("html-page-context", _page_context, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
