@@ -33,12 +33,12 @@ from ._compare import Comparison as Comparison
 from ._compare import compare_with_nqf as compare_with_nqf
 from ._compare import HypothesisCheck as HypothesisCheck
 from ._compare import check_hypotheses as check_hypotheses
+from ._compare import nqf_output as nqf_output
 from ._flow import ODESolution as ODESolution
 from ._flow import integrate as integrate
 from ._flow import flow_statistics as flow_statistics
 from ._sharding import batch_mesh as batch_mesh
 from ._sharding import sharded_vmap as sharded_vmap
-from ._compare import nqf_output as nqf_output
 from ._online import OnlineRun as OnlineRun
 from ._online import online_teacher_student as online_teacher_student
 from ._online import agreement_window as agreement_window
