@@ -249,7 +249,7 @@ def check_finite_traced(name: str, x):
 
 def check_key(name: str, key) -> None:
     """A JAX PRNG key: ``jax.random.key(seed)`` or a legacy ``jax.random.PRNGKey(seed)``."""
-    hint = f" (make one with jax.random.key(seed))"
+    hint = " (make one with jax.random.key(seed))"
     if isinstance(key, (bool, numbers.Number, str)) or key is None:
         raise TypeError(f"`{name}` must be a JAX PRNG key{hint}; got {type(key).__name__} {key!r}.")
     dtype = getattr(key, "dtype", None)

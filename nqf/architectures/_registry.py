@@ -1,19 +1,8 @@
-r"""Modules as sums of interchangeable neurons, each with its closed-form $A(x)$.
+r"""One registry of every architecture the book builds, from which Table 1 and Table 3 are views.
 
-A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
-\in \mathbb R^{p\times d}$ (**neurons are the columns**) and of one input
-``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
-(App. B.2). Each constructor returns an :class:`Architecture` that bundles the
-module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
-so that notebooks never special-case an architecture. Near $W = 0$
-(Theorem 1, Eq. 2)
-
-$$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
-
-Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
-Attention modules live in :mod:`nqf.architectures`. Matrices inside a neuron are
-vectorised **column-major** (``vec`` stacks columns), the convention of the
-Kronecker identities in App. A.5-A.6.
+Each :class:`Table3Row` records the paper's module $f_x(W)$, its closed-form $A(x)$ as printed,
+the source (Table 1 / Table 3 / Props. 1-6) and a constructor; ``TABLE3`` lists the 17 modules of
+Table 3 and ``TABLE1`` the six of Table 1 (in the paper's order), both filtered from ``REGISTRY``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-r"""Isotropic samples (Thm 7, matrix Riccati solution) and the projector solution
-(Thm 16, Cor. 4, App. B.7) that contains Thm 6, Thm 7 and the deep-linear-network
-solution of Saxe et al. (2014), Eq. (288).
+r"""Datasets for the isotropic case (Thm 7, Assumption 2) and the deep linear network (Eq. 288).
 
-Under Assumption 2, $\frac1m\sum_\mu A_{ij}A_{kl} = \frac c2(\delta_{ik}\delta_{jl}+\delta_{il}\delta_{jk})$
-(Eq. 40), the flow becomes the matrix Riccati equation $\dot M = YM + MY - 8cM^2$ (Eq. 143)
-with $Y = \frac4m\sum_\mu y_\mu A(x_\mu)$, solved by Eq. (41).
+:func:`isotropic_dataset` builds samples with $\frac1m\sum_\mu A_{ij}A_{kl} = \frac c2(\delta_{ik}
+\delta_{jl}+\delta_{il}\delta_{jk})$; :func:`linear_network_dataset` the whitened-input regression of
+Saxe et al. (2014) written as an NQF, with its balanced initialisation and mode strengths. The Riccati
+and projector solutions live in :mod:`nqf.solutions`.
 """
 
 from __future__ import annotations

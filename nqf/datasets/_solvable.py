@@ -1,16 +1,9 @@
-r"""Exactly solvable cases of the NQF gradient flow under Assumption 1 (Sec. 5).
+r"""Datasets that satisfy (or break) the assumptions of the solvable cases (Sec. 5).
 
-Datasets built to satisfy each assumption, and the closed forms of
-
-* Proposition 7 (Eq. 30): off-diagonal entries of $\tilde M = P^\top M P$ are slaved to
-  the features, $\tilde M_{ij}(t) = \tilde M_{ij}(0)\sqrt{z_i(t)z_j(t)/(z_i(0)z_j(0))}$;
-* Theorem 4 (Eqs. 33–34), proportional samples $A(x_\mu) = c_\mu A$;
-* Theorem 5 (Eqs. 35–36), orthogonal samples $A(x_\mu)A(x_\nu) = 0$;
-* Theorem 6 (Eqs. 38–39), orthogonal features (full $W(t)$ and $M(t)$).
-
-Theorems 4 and 5 are *implicit* (Eqs. 34, 36); their quadratures are evaluated and
-inverted in :mod:`nqf.solutions`, without integrating any differential equation. The isotropic case (Thm 7) and the
-projector solution (Thm 16, Cor. 4) live in :mod:`nqf.solutions`.
+Commuting structure matrices (Assumption 1), proportional samples (Thm 4), orthogonal samples
+(Thm 5) and orthogonal features (Thm 6, the Fig. 3 construction), each as a :class:`SolvableData`
+carrying its eigenbasis; and :func:`breaking_direction`, the perturbation that breaks each assumption
+(chapter 4's "what if the hypothesis fails"). The closed forms live in :mod:`nqf.solutions`.
 """
 
 from __future__ import annotations

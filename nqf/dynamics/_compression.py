@@ -39,17 +39,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import check_finite
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import check_size
 from .._types import ArrayLike
-from .._types import Matrix
 from ..model._data import NQFData
 from ..model._data import require_data
-from ..model._model import check_order_parameter
-from ._discrete import SGDState
 from ._discrete import _as_state
 from ._discrete import _check_batches
 from ._discrete import _check_options

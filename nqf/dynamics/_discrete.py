@@ -30,7 +30,6 @@ $VG^\top = \nu v^\top + N^\top H_\lambda$. At $\beta = \lambda = 0$ (empty buffe
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -38,7 +37,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 from .._checks import check_finite
-from .._checks import check_index
 from .._checks import check_index_traced
 from .._checks import check_ndim
 from .._checks import check_positive

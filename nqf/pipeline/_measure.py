@@ -1,15 +1,6 @@
-r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3 and 4).
-
-* switch-on times: feature-wise, Eq. (158) at any fraction $\rho$ (finite $\epsilon$) and its
-  limit $\ln(1/\epsilon)/(a\zeta_k)$ (Eq. 153); sample-wise (Thm 10), exactly from the
-  quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
-* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$
-  (Eq. 168 for features, Eq. 175 for samples);
-* :func:`singular_limit_sweep`, the full gradient flow (Eq. 28) integrated directly in $\tau$ for
-  a whole grid of $\epsilon$ at once (``jax.vmap``), with switch-on times located on the dense
-  solution;
-* the Fig. 4 dataset, the Runge–Kutta solution of Eq. (36), and full-batch GD on $W$.
-"""
+r"""Measurement helpers used only by the chapters: a straight-line intercept fit (the singular
+limit's $t^*/\ln(1/\epsilon)$), the distance of a curve from its step-function limit, and the times
+at which trajectories cross a level (switch-on times read off a solution)."""
 
 from __future__ import annotations
 

@@ -25,15 +25,12 @@ from .._checks import check_ndim
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
-from .._types import StructureStack
-from .._types import Targets
 from ..dynamics._flow import integrate
 from ..dynamics._flow import solve_ode
 from ..dynamics._sharding import check_mesh
 from ..dynamics._sharding import sharded_vmap
 from ..model._data import NQFData
 from ..model._data import require_data
-from ..model._model import check_dataset
 from ._implicit import fixed_point
 from ._implicit import implicit_time
 from ._lotka_volterra import switch_on_time
