@@ -1,11 +1,7 @@
-r"""Modules as sums of interchangeable neurons, each with its closed-form $A(x)$.
-
-A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
-\in \mathbb R^{p\times d}$ (**neurons are the columns**) and of one input
-``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
-(App. B.2). Each constructor returns an :class:`Architecture` that bundles the
-module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
-so that notebooks never special-case an architecture. An architecture is an
+r"""The base of every architecture: the :class:`Architecture` value, input checks shared by the
+constructors, and the feed-forward structure matrix of Eq. (17). Each constructor (in the other
+modules of :mod:`nqf.architectures`) bundles a module ``apply(W, x)`` (neurons are the columns of
+``W``) with its closed-form $A(x)$ of Sec. 3, so that notebooks never special-case an architecture. An architecture is an
 ``equinox.Module`` whose fields are its static sizes and options: a value,
 equal and hashable by value, so compiled functions taking it are cached on
 what it is rather than on which object it is. Near $W = 0$ (Theorem 1, Eq. 2)
