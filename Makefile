@@ -33,10 +33,10 @@ test: venv
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
 book: venv
-	$(PY) -m nqf.pipeline.runner --fidelity full --build $(RUNNER_FLAGS)
+	$(PY) -m nqfbook --fidelity full --build $(RUNNER_FLAGS)
 
 quick-book: venv
-	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
+	$(PY) -m nqfbook --fidelity quick --build $(RUNNER_FLAGS)
 
 # The quick site as a reader's browser sees it, with the network off: every page loads
 # without console errors, images load, math is typeset, no build paths, links resolve
@@ -47,7 +47,7 @@ check-site: venv
 	@command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
-	$(PY) -m nqf.pipeline.runner --fidelity quick --build $(RUNNER_FLAGS)
+	$(PY) -m nqfbook --fidelity quick --build $(RUNNER_FLAGS)
 	$(PY) tests/site/check_site.py --site _build/html-quick --out _build/site-check
 
 bench: venv

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         (OUT / fid / "timings.json").unlink(missing_ok=True)
 
     if args.skip_test:
-        secs, rc = timed([PY, "-m", "nqf.pipeline.runner", "--fidelity", "quick", "--force"], "chapters at quick fidelity")
+        secs, rc = timed([PY, "-m", "nqfbook", "--fidelity", "quick", "--force"], "chapters at quick fidelity")
     else:
         secs, rc = timed(["make", "test"], "make test")
         results["make test"] = {"seconds": secs, "exit": rc}
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {(OUT / 'benchmarks.json').relative_to(ROOT)}")
 
     if not args.no_refresh and not args.skip_book and "make book" not in failed_commands:
-        timed([PY, "-m", "nqf.pipeline.runner", "--fidelity", "full", "--build"], "refresh the site with these numbers")
+        timed([PY, "-m", "nqfbook", "--fidelity", "full", "--build"], "refresh the site with these numbers")
     if failed_commands:
         print(f"failed: {', '.join(failed_commands)}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ def test_chapter_at_quick_fidelity(notebook):
     env = os.environ.copy()
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "nqf.pipeline.runner", "--root", str(ROOT), "--fidelity", "quick",
+        [sys.executable, "-m", "nqfbook", "--root", str(ROOT), "--fidelity", "quick",
          "--only", notebook.stem, "--force"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
     )

@@ -1,4 +1,4 @@
-"""The book runner (nqf.pipeline.runner): chapters, claims, staleness, site builds, the toc.
+"""The book runner (nqfbook): chapters, claims, staleness, site builds, the toc.
 
 Everything that executes notebooks or builds a site runs against a temporary
 copy of the repository (``tmp_repo``), never against the real ``_build/``.
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nqf.pipeline import runner
+import nqfbook
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
@@ -76,13 +76,14 @@ NO_CLAIMS = ["print('forgot the claims cell')"]
 
 @pytest.fixture
 def tmp_repo(tmp_path):
-    """A copy of the repository's book and package, without notebooks or _build."""
+    """A copy of the repository's book, package and runner, without notebooks or _build."""
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in ("_config.yml", "pyproject.toml", "requirements-lock.txt"):
         shutil.copy2(ROOT / name, repo / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_build")
     shutil.copytree(ROOT / "nqf", repo / "nqf", ignore=ignore)
+    shutil.copytree(ROOT / "nqfbook", repo / "nqfbook", ignore=ignore)  # `python -m nqfbook` runs this copy
     shutil.copytree(ROOT / "book", repo / "book", ignore=ignore)
     (repo / "notebooks").mkdir()
     return repo
@@ -92,7 +93,7 @@ def run(repo: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
     env = os.environ.copy()
     env.pop("PYTHONPATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "nqf.pipeline.runner", "--root", str(repo), *args],
+        [sys.executable, "-m", "nqfbook", "--root", str(repo), *args],
         cwd=repo, env=env, capture_output=True, text=True, timeout=timeout,
     )
 
@@ -103,69 +104,90 @@ def out(proc: subprocess.CompletedProcess) -> str:
 
 # ------------------------------------------------------------- pure helpers
 def test_parse_parameter():
-    assert runner.parse_parameter("n=100") == ("n", 100)
-    assert runner.parse_parameter("eta=1e-3") == ("eta", 1e-3)
-    assert runner.parse_parameter("flag=True") == ("flag", True)
-    assert runner.parse_parameter("sizes=[1, 2]") == ("sizes", [1, 2])
-    assert runner.parse_parameter("name=adam") == ("name", "adam")
-    assert runner.parse_parameter("name='1'") == ("name", "1")
+    assert nqfbook.parse_parameter("n=100") == ("n", 100)
+    assert nqfbook.parse_parameter("eta=1e-3") == ("eta", 1e-3)
+    assert nqfbook.parse_parameter("flag=True") == ("flag", True)
+    assert nqfbook.parse_parameter("sizes=[1, 2]") == ("sizes", [1, 2])
+    assert nqfbook.parse_parameter("name=adam") == ("name", "adam")
+    assert nqfbook.parse_parameter("name='1'") == ("name", "1")
     for bad in ("novalue", "1x=3", "fidelity=quick", "out_dir=/tmp"):
-        with pytest.raises(runner.RunnerError):
-            runner.parse_parameter(bad)
+        with pytest.raises(nqfbook.RunnerError):
+            nqfbook.parse_parameter(bad)
 
 
 def test_select_chapters(tmp_path):
     paths = [tmp_path / f"{s}.ipynb" for s in ("ch01_a", "ch02_b", "ch10_c")]
-    assert runner.select_chapters(paths, []) == paths
-    assert runner.select_chapters(paths, ["ch02"]) == [paths[1]]
-    assert runner.select_chapters(paths, ["ch10_c", "ch01"]) == [paths[0], paths[2]]
-    assert runner.select_chapters(paths, ["notebooks/ch01_a.ipynb"]) == [paths[0]]
-    with pytest.raises(runner.RunnerError, match="matches no chapter"):
-        runner.select_chapters(paths, ["ch03"])
+    assert nqfbook.select_chapters(paths, []) == paths
+    assert nqfbook.select_chapters(paths, ["ch02"]) == [paths[1]]
+    assert nqfbook.select_chapters(paths, ["ch10_c", "ch01"]) == [paths[0], paths[2]]
+    assert nqfbook.select_chapters(paths, ["notebooks/ch01_a.ipynb"]) == [paths[0]]
+    with pytest.raises(nqfbook.RunnerError, match="matches no chapter"):
+        nqfbook.select_chapters(paths, ["ch03"])
 
 
 def test_parameter_names(tmp_path):
     nb = nbformat.read(make_notebook(tmp_path / "ch01_x.ipynb", []), as_version=4)
-    assert runner.parameter_names(nb) == ["fidelity", "out_dir", "seed"]
+    assert nqfbook.parameter_names(nb) == ["fidelity", "out_dir", "seed"]
     nb.cells[1].metadata["tags"] = []
-    with pytest.raises(runner.RunnerError, match="tagged 'parameters'"):
-        runner.parameter_names(nb)
+    with pytest.raises(nqfbook.RunnerError, match="tagged 'parameters'"):
+        nqfbook.parameter_names(nb)
 
 
 def test_cache_key_depends_on_everything(tmp_path):
     nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"])
-    base = runner.cache_key(nb, "tree", "quick", {})
-    assert base == runner.cache_key(nb, "tree", "quick", {})
-    assert base != runner.cache_key(nb, "tree2", "quick", {})
-    assert base != runner.cache_key(nb, "tree", "full", {})
-    assert base != runner.cache_key(nb, "tree", "quick", {"seed": 1})
+    base = nqfbook.cache_key(nb, "tree", "quick", {})
+    assert base == nqfbook.cache_key(nb, "tree", "quick", {})
+    assert base != nqfbook.cache_key(nb, "tree2", "quick", {})
+    assert base != nqfbook.cache_key(nb, "tree", "full", {})
+    assert base != nqfbook.cache_key(nb, "tree", "quick", {"seed": 1})
     make_notebook(nb, ["pass  # edited"])
-    assert base != runner.cache_key(nb, "tree", "quick", {})
+    assert base != nqfbook.cache_key(nb, "tree", "quick", {})
+
+
+def test_editing_the_runner_changes_no_key_editing_nqf_does(tmp_repo):
+    """The key hashes what the chapters import (nqf/, the pins), not the tool that runs them."""
+    nb = make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["pass"])
+
+    def key():
+        return nqfbook.cache_key(nb, nqfbook.source_tree_hash(tmp_repo), "quick", {})
+
+    k0 = key()
+    for path in sorted((tmp_repo / "nqfbook").glob("*.py")):
+        path.write_text(path.read_text() + "\n# edited: help text, messages, anything\n")
+    (tmp_repo / "nqfbook" / "new_module.py").write_text("X = 1\n")
+    assert key() == k0
+    helper = tmp_repo / "nqf" / "pipeline" / "_claims.py"  # a chapter helper
+    helper.write_text(helper.read_text() + "\n# edited\n")
+    k1 = key()
+    assert k1 != k0
+    science = next(p for p in sorted((tmp_repo / "nqf" / "dynamics").glob("*.py")))
+    science.write_text(science.read_text() + "\n# edited\n")
+    assert key() != k1
 
 
 def test_source_tree_hash_sees_every_package_file(tmp_repo):
-    h0 = runner.source_tree_hash(tmp_repo)
+    h0 = nqfbook.source_tree_hash(tmp_repo)
     (tmp_repo / "nqf" / "__pycache__").mkdir(exist_ok=True)
     (tmp_repo / "nqf" / "__pycache__" / "x.pyc").write_bytes(b"junk")
-    assert runner.source_tree_hash(tmp_repo) == h0  # caches do not count
+    assert nqfbook.source_tree_hash(tmp_repo) == h0  # caches do not count
     (tmp_repo / "nqf" / "new_module.py").write_text("X = 1\n")
-    h1 = runner.source_tree_hash(tmp_repo)
+    h1 = nqfbook.source_tree_hash(tmp_repo)
     assert h1 != h0
     (tmp_repo / "requirements-lock.txt").write_text("changed\n")
-    assert runner.source_tree_hash(tmp_repo) != h1
+    assert nqfbook.source_tree_hash(tmp_repo) != h1
 
 
 # ------------------------------------------------------ the real repository
 def test_every_toc_entry_exists():
-    docs = runner.toc_documents(ROOT)
+    docs = nqfbook.toc_documents(ROOT)
     assert docs[0] == "book/intro"
     for doc in docs:
         assert any((ROOT / f"{doc}{s}").is_file() for s in (".md", ".ipynb")), f"toc lists missing {doc}"
-    assert runner.check_toc(ROOT, runner.discover_chapters(ROOT)) == []
+    assert nqfbook.check_toc(ROOT, nqfbook.discover_chapters(ROOT)) == []
 
 
 def test_every_chapter_is_in_the_toc():
-    docs = set(runner.toc_documents(ROOT))
+    docs = set(nqfbook.toc_documents(ROOT))
     for nb in CHAPTERS:
         assert f"notebooks/{nb.stem}" in docs, f"{nb.name} is not listed in book/_toc.yml"
 
@@ -177,7 +199,7 @@ def test_source_notebook_is_clean_and_parameterised(path):
         if cell.cell_type == "code":
             assert cell.outputs == [], f"{path.name}: cell {i} has outputs (commit notebooks without outputs)"
             assert cell.execution_count is None, f"{path.name}: cell {i} has an execution count"
-    names = runner.parameter_names(nb)
+    names = nqfbook.parameter_names(nb)
     assert "fidelity" in names and "out_dir" in names
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0]
     assert 'fidelity = "full"' in tagged.source, "the default fidelity must be full"
@@ -202,6 +224,12 @@ def test_passing_chapter_then_cache_then_staleness(tmp_repo):
     assert timings["chapters"][CH01]["seconds"] > 0 and timings["chapters"][CH01]["cached"] is False
 
     # unchanged: reused
+    p = run(tmp_repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "up to date" in p.stdout, out(p)
+
+    # a change to the runner itself re-executes nothing
+    cli = tmp_repo / "nqfbook" / "cli.py"
+    cli.write_text(cli.read_text().replace("problem sizes to run at", "problem sizes to run the chapters at"))
     p = run(tmp_repo, "--fidelity", "quick")
     assert p.returncode == 0 and "up to date" in p.stdout, out(p)
 
@@ -277,7 +305,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     site = tmp_repo / "_build" / "html-quick"
     site.mkdir(parents=True)
     (site / "sentinel.html").write_text("last good site")
-    listed = [d.split("/", 1)[1] for d in runner.toc_documents(ROOT) if d.startswith("notebooks/")]
+    listed = [d.split("/", 1)[1] for d in nqfbook.toc_documents(ROOT) if d.startswith("notebooks/")]
     assert CH01 in listed
     # book pages that quote the chapters' glued numbers (errata) cannot build against dummy chapters: stubs
     for page in (tmp_repo / "book").glob("*.md"):
@@ -288,7 +316,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", CELL_ERROR)
     for stem in listed:
         if stem != CH01:
-            make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", passing(runner.chapter_id(stem)))
+            make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", passing(nqfbook.chapter_id(stem)))
     p = run(tmp_repo, "--fidelity", "quick", "--build", "--fail-fast")
     assert p.returncode == 1 and CH01 in p.stderr and "previous site is unchanged" in p.stderr, out(p)
     assert (site / "sentinel.html").read_text() == "last good site"
@@ -333,7 +361,7 @@ def test_reproduce_page_shows_measured_benchmarks(tmp_repo):
     }
     (tmp_repo / "_build" / "output").mkdir(parents=True)
     (tmp_repo / "_build" / "output" / "benchmarks.json").write_text(json.dumps(bench))
-    md = runner._timings_markdown(tmp_repo, "full")
+    md = nqfbook.timings_markdown(tmp_repo, "full")
     assert f"| `{CH01}` | 12.5 s | 2.2 min |" in md
     assert "| `make test` | 5.0 min | 15.0 min | yes |" in md
     assert "Not measured" not in md
@@ -344,7 +372,7 @@ def test_intro_links_exactly_the_published_chapters():
 
     intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
     linked = set(re.findall(r"\(\.\./(notebooks/ch\w+)\.ipynb\)", intro))
-    published = {d for d in runner.toc_documents(ROOT) if d.startswith("notebooks/")}
+    published = {d for d in nqfbook.toc_documents(ROOT) if d.startswith("notebooks/")}
     assert linked == published, "book/intro.md's chapter table and book/_toc.yml disagree"
 
 
@@ -396,7 +424,7 @@ def _wait_for(predicate, timeout: float, what: str):
 def _start(repo: Path, *args: str) -> subprocess.Popen:
     env = os.environ.copy()
     env.pop("PYTHONPATH", None)
-    return subprocess.Popen([sys.executable, "-m", "nqf.pipeline.runner", "--root", str(repo), *args],
+    return subprocess.Popen([sys.executable, "-m", "nqfbook", "--root", str(repo), *args],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -412,8 +440,8 @@ def test_cell_timeout_takes_a_positive_integer_or_refuses(tmp_repo, value):
 def test_cell_timeout_python_api():
     for bad in (2.5, 0, -1, True, float("inf"), "60"):
         with pytest.raises((ValueError, TypeError), match="cell_timeout"):  # TypeError: the test-time type checker
-            runner.run_chapter(ROOT, CHAPTERS[0], "quick", cell_timeout=bad)
-    assert runner.positive_int("60") == 60
+            nqfbook.run_chapter(ROOT, CHAPTERS[0], "quick", cell_timeout=bad)
+    assert nqfbook.positive_int("60") == 60
 
 
 def test_normalise_executed_is_a_function_of_the_outputs():
@@ -433,7 +461,7 @@ def test_normalise_executed_is_a_function_of_the_outputs():
         nbformat.v4.new_output("stream", name="stdout", text="3\n"),
     ]
     nb.cells = [cell]
-    runner.normalise_executed(nb)
+    nqfbook.normalise_executed(nb)
     assert [o["text"] for o in nb.cells[0].outputs] == ["1\n2\n3\n"]
     assert nb.cells[0].metadata == {}
     assert nb.metadata["papermill"] == {"parameters": {"fidelity": "quick"}}
@@ -468,10 +496,10 @@ def test_same_inputs_give_byte_identical_executed_notebooks(tmp_repo):
 def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo):
     """The tamper test: edit an executed notebook, then run / build."""
     executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
-    chapters = runner.discover_chapters(mini_repo)
+    chapters = nqfbook.discover_chapters(mini_repo)
     p = run(mini_repo, "--fidelity", "quick")
     assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
-    assert runner.verify_executed(mini_repo, chapters[0], "quick")[0] == executed.read_bytes()
+    assert nqfbook.verify_executed(mini_repo, chapters[0], "quick")[0] == executed.read_bytes()
 
     def tamper():
         nb = nbformat.read(executed, as_version=4)
@@ -480,9 +508,9 @@ def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo)
 
     # the site build refuses it (checked before jupyter-book starts)
     tamper()
-    content, reason = runner.verify_executed(mini_repo, chapters[0], "quick")
+    content, reason = nqfbook.verify_executed(mini_repo, chapters[0], "quick")
     assert content is None and "modified after the runner wrote it" in reason
-    ok, msg, _ = runner.build_site(mini_repo, "quick", chapters, log=lambda *a: None)
+    ok, msg, _ = nqfbook.build_site(mini_repo, "quick", chapters, log=lambda *a: None)
     assert not ok and "ch01_mini" in msg and "modified after the runner wrote it" in msg
     assert not (mini_repo / "_build" / "html-quick").exists()
 
@@ -491,11 +519,11 @@ def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo)
     assert p.returncode == 0, out(p)
     assert "up to date" not in p.stdout and "ok, 2 claims hold" in p.stdout
     assert "TAMPERED" not in executed.read_text()
-    assert runner.verify_executed(mini_repo, chapters[0], "quick")[0] is not None
+    assert nqfbook.verify_executed(mini_repo, chapters[0], "quick")[0] is not None
 
     # a changed source makes the executed notebook stale for the site build too
     make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", PASSING + ["pass"])
-    content, reason = runner.verify_executed(mini_repo, chapters[0], "quick")
+    content, reason = nqfbook.verify_executed(mini_repo, chapters[0], "quick")
     assert content is None and "other inputs" in reason
 
 
@@ -520,7 +548,7 @@ def test_failed_run_keeps_the_last_good_outputs_and_names_the_source_cell(mini_r
     assert (mini_repo / "_build/executed/quick/failed/ch01_mini.ipynb").is_file()
     assert not (mini_repo / "_build/executed/quick/.previous/ch01_mini").exists()
     # the kept outputs are not "up to date": no record, so they are neither cached nor published
-    assert runner.verify_executed(mini_repo, runner.discover_chapters(mini_repo)[0], "quick")[0] is None
+    assert nqfbook.verify_executed(mini_repo, nqfbook.discover_chapters(mini_repo)[0], "quick")[0] is None
     make_notebook(nb_path, PASSING)
     p = run(mini_repo, "--fidelity", "quick")
     assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
@@ -613,7 +641,7 @@ def test_interrupted_site_build_then_build(mini_repo):
 
 def test_a_killed_run_is_repaired_by_the_next_run(tmp_path):
     """kill -9 mid-chapter leaves the last good outputs in .previous/: housekeeping puts them back."""
-    lay = runner._Layout(tmp_path, "quick")
+    lay = nqfbook.Layout(tmp_path, "quick")
     stem = "ch07_x"
     good_nb = lay.previous(stem) / lay.executed_nb(stem).relative_to(lay.build)
     good_claims = lay.previous(stem) / lay.claim_candidates(stem)[0].relative_to(lay.build)
@@ -622,7 +650,7 @@ def test_a_killed_run_is_repaired_by_the_next_run(tmp_path):
                        (lay.claim_candidates(stem)[0], "half-written claims")]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    runner.housekeeping(tmp_path, log=lambda *a: None)
+    nqfbook.housekeeping(tmp_path, log=lambda *a: None)
     assert lay.executed_nb(stem).read_text() == "good notebook"
     assert lay.claim_candidates(stem)[0].read_text() == "good claims"
     assert lay.failed_nb(stem).read_text() == "half-run notebook"

@@ -355,7 +355,7 @@ def find_chromium() -> str:
 
 
 def pages_to_visit(site: Path) -> list[str]:
-    from nqf.pipeline.runner import toc_documents
+    from nqfbook import toc_documents
 
     docs = [f"{d}.html" for d in toc_documents(ROOT)]
     extra = ["search.html", "genindex.html", "py-modindex.html", "_modules/index.html"]

@@ -1,0 +1,175 @@
+"""Locks, child processes and signals, and the environment the children inherit.
+
+The kernels (papermill) and the site build (jupyter-book) each lead their own process group;
+on SIGTERM or SIGINT the CLI's handler raises :class:`~nqfbook.Interrupted` and
+:func:`end_children` ends every group as a whole, so nothing is orphaned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from .layout import KERNEL_NAME, Interrupted, RunnerError
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, wait: bool = True, log=None):
+    """Hold an exclusive ``flock`` on ``path`` (created if needed); yields False if not ``wait`` and busy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if not wait:
+                yield False
+                return
+            if log is not None:
+                log(f"  waiting for another runner that holds {path.name} ...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------ child processes
+# child processes started by this runner in their own process group (jupyter-book)
+CHILD_GROUPS: set[int] = set()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+def _own_children() -> list[int]:
+    """PIDs whose parent is this process (Linux /proc; empty elsewhere)."""
+    me, kids = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return kids
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me:
+            kids.append(int(e))
+    return kids
+
+
+def end_children(grace: float = 5.0) -> None:
+    """End every child process of the runner with its whole process group: SIGTERM, then SIGKILL.
+
+    The jupyter-book child and the papermill kernel each lead their own process group, so
+    a signal to the runner alone would orphan them (and anything they started).
+    """
+    groups = set(CHILD_GROUPS)
+    mine = os.getpgrp()
+    singles = set()
+    for pid in _own_children():
+        try:
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+        if pgid == pid and pgid != mine:
+            groups.add(pgid)
+        else:
+            singles.add(pid)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGTERM)
+    for pid in singles:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+        time.sleep(0.05)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+    for pid in singles:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in _own_children():  # reap
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def on_signal(signum, frame):
+    """The CLI's SIGTERM/SIGINT handler: ignore further signals, raise :class:`~nqfbook.Interrupted`."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+# ---------------------------------------------------- the children's environment
+def source_date_epoch(root: Path) -> Optional[str]:
+    """The commit time of HEAD (for reproducible dates in Sphinx and matplotlib), if git knows it."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value.isdigit() else None
+
+
+def prepare_environment(root: Path) -> None:
+    """Environment inherited by the kernels and the site build (only the CLI calls this)."""
+    os.environ["JAX_ENABLE_X64"] = "1"
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(root / "_build" / "jax_cache"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    pp = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *([pp] if pp else [])])
+    Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+    epoch = source_date_epoch(root)
+    if epoch:  # reproducible dates in figure files and pages
+        os.environ.setdefault("SOURCE_DATE_EPOCH", epoch)
+    # The kernel is this interpreter's own, installed by `make venv` (`ipykernel install
+    # --sys-prefix`); JUPYTER_PATH puts it before a user-level "python3" kernelspec, which
+    # Jupyter would otherwise prefer and which may point at another environment.
+    prefix_share = str(Path(sys.prefix) / "share" / "jupyter")
+    jp = [d for d in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if d and d != prefix_share]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join([prefix_share, *jp])
+    check_kernel()
+
+
+def check_kernel() -> None:
+    """Raise RunnerError unless the ``python3`` kernel Jupyter finds runs this interpreter."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+    except NoSuchKernel:
+        raise RunnerError(f"no Jupyter kernel {KERNEL_NAME!r} for {sys.executable}; run `make venv` "
+                          f"(it runs `{sys.executable} -m ipykernel install --sys-prefix`)") from None
+    exe = spec.argv[0] if spec.argv else ""
+    # jupyter_client runs a bare "python"/"python3" as the interpreter that starts the kernel (this one)
+    bare = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
+    same = exe in bare or (os.path.exists(exe) and os.path.samefile(exe, sys.executable))
+    if not same:
+        raise RunnerError(f"the Jupyter kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {exe}, not "
+                          f"{sys.executable}; run `make venv` (`ipykernel install --sys-prefix`)")
