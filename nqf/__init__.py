@@ -12,7 +12,7 @@ end?". Everything else lives in the namespaces, one room per idea:
 * :mod:`nqf.dynamics` — exact discrete updates, compression, the gradient flow, optax training;
 * :mod:`nqf.solutions` — Lotka–Volterra and the closed forms of Secs. 5–6;
 * :mod:`nqf.datasets` — data built to satisfy (or break) the assumptions;
-* :mod:`nqf.pipeline` — the book's machinery (claims, figure style, runner).
+* :mod:`nqf.pipeline` — what the chapters import (claims, figure style, measurement helpers).
 
 The library never changes global JAX flags; enable float64 yourself with
 ``jax.config.update("jax_enable_x64", True)``.

@@ -4,6 +4,9 @@ From the ground up: ``_types``, ``_checks`` <- ``architectures``, ``model`` <-
 ``structure``, ``dynamics`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
 A room imports only rooms on lower floors (and itself); no science room
 imports the book machinery; the top-level ``__init__`` may import any room.
+The book's tool (``nqfbook``, the runner) sits above all of them and outside
+``nqf``: no file of ``nqf`` imports it, and it does not import ``nqf`` (it
+executes and hashes the package, so the runner never needs JAX).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import ast
 from pathlib import Path
 
 NQF = Path(__file__).resolve().parents[1] / "nqf"
+NQFBOOK = NQF.parent / "nqfbook"
 FLOOR = {
     "_types": 0, "_checks": 0,
     "architectures": 1, "model": 1,
@@ -88,3 +92,34 @@ def test_top_level_surface_is_small():
     public = [n for n in names if not n.startswith("_")]
     assert len(public) == len(set(public)), "a name is exported twice"
     assert len(public) <= 55, public
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """Top-level packages named by the absolute imports of ``path`` (anywhere in the file)."""
+    tops = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            tops.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            tops.update(a.name.split(".")[0] for a in node.names)
+    return tops
+
+
+def _tool_violations(nqf: Path = NQF, nqfbook: Path = NQFBOOK) -> list[str]:
+    bad = [f"nqf/{p.relative_to(nqf)} imports nqfbook" for p in sorted(nqf.rglob("*.py"))
+           if "nqfbook" in _imported_packages(p)]
+    bad += [f"nqfbook/{p.relative_to(nqfbook)} imports nqf" for p in sorted(nqfbook.rglob("*.py"))
+            if "nqf" in _imported_packages(p)]
+    return bad
+
+
+def test_the_book_tool_is_outside_the_science():
+    assert NQFBOOK.is_dir() and not (NQF / "pipeline" / "runner.py").exists()
+    assert _tool_violations() == []
+
+
+def test_the_tool_checker_sees_a_planted_import(tmp_path):
+    for pkg, line in (("nqf", "import nqfbook.cli\n"), ("nqfbook", "from nqf.pipeline import Claims\n")):
+        (tmp_path / pkg / "sub").mkdir(parents=True)
+        (tmp_path / pkg / "sub" / "_x.py").write_text(f"def f():\n    {line}")
+    assert len(_tool_violations(tmp_path / "nqf", tmp_path / "nqfbook")) == 2

@@ -347,6 +347,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     assert "1 of 2 pass" not in page and "2 of 2 pass" in page  # the executed claims table
     api = (site / "book" / "api.html").read_text()
     assert 'id="nqf.pipeline.Claims"' in api
+    assert 'id="nqfbook.run_chapter"' in api  # the book's tool, documented beside the science
     repro = (site / "book" / "reproduce.html").read_text()
     assert "Not measured yet in this build" in repro
     assert not (tmp_repo / "_build" / "html").exists()  # quick never overwrites the full site

@@ -1,5 +1,6 @@
-r"""The book machinery: claims, figure style, measurement helpers and the runner.
-Imported by notebooks, never by the science.
+r"""What the chapters import: claims, figure style and measurement helpers.
+Imported by notebooks, never by the science. The runner that executes the chapters is
+not here: it is the book's tool, the top-level package ``nqfbook``.
 """
 
 from ._claims import ClaimError as ClaimError
