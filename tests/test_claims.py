@@ -1,4 +1,4 @@
-"""The claims helper (BOOK.md rule 6): semantics, JSON, failure messages."""
+"""The claims helper (BOOK.md rules 6, 9, 11): semantics, kinds, JSON, failure messages."""
 
 from __future__ import annotations
 
@@ -18,36 +18,36 @@ def _read(path):
 def test_close_semantics(tmp_path):
     c = Claims("ch99", "quick", tmp_path)
     # binary-exact numbers, so the boundary cases are decided exactly
-    assert c.close("abs ok (boundary)", 1.5, 1.0, atol=0.5)
-    assert not c.close("abs bad", 1.5625, 1.0, atol=0.5)
-    assert c.close("rel ok (boundary)", 68.0, 64.0, rtol=0.0625)
-    assert not c.close("rel bad", 68.5, 64.0, rtol=0.0625)
-    assert c.close("rel uses |predicted|", -68.0, -64.0, rtol=0.0625)
+    assert c.close("abs ok (boundary)", 1.5, 1.0, atol=0.5, kind="paper")
+    assert not c.close("abs bad", 1.5625, 1.0, atol=0.5, kind="paper")
+    assert c.close("rel ok (boundary)", 68.0, 64.0, rtol=0.0625, kind="paper")
+    assert not c.close("rel bad", 68.5, 64.0, rtol=0.0625, kind="paper")
+    assert c.close("rel uses |predicted|", -68.0, -64.0, rtol=0.0625, kind="paper")
     # both tolerances add: 0.25 + 0.125 * 4 = 0.75
-    assert c.close("both ok (boundary)", 4.75, 4.0, rtol=0.125, atol=0.25)
-    assert not c.close("both bad", 4.875, 4.0, rtol=0.125, atol=0.25)
-    assert c.close("exact zero tolerance", 3.0, 3.0, atol=0)
+    assert c.close("both ok (boundary)", 4.75, 4.0, rtol=0.125, atol=0.25, kind="paper")
+    assert not c.close("both bad", 4.875, 4.0, rtol=0.125, atol=0.25, kind="paper")
+    assert c.close("exact zero tolerance", 3.0, 3.0, atol=0, kind="sanity")
 
 
 def test_bounds_semantics(tmp_path):
     c = Claims("ch99", "quick", tmp_path)
-    assert c.less("less ok", 1.0, 2.0)
-    assert not c.less("less is strict", 2.0, 2.0)
-    assert c.greater("greater ok", 3.0, 2.0)
-    assert not c.greater("greater is strict", 2.0, 2.0)
-    assert c.within("within ok", 2.0, 1.0, 3.0)
-    assert c.within("within inclusive", 3.0, 1.0, 3.0)
-    assert not c.within("within bad", 3.5, 1.0, 3.0)
+    assert c.less("less ok", 1.0, 2.0, kind="paper")
+    assert not c.less("less is strict", 2.0, 2.0, kind="paper")
+    assert c.greater("greater ok", 3.0, 2.0, kind="paper")
+    assert not c.greater("greater is strict", 2.0, 2.0, kind="paper")
+    assert c.within("within ok", 2.0, 1.0, 3.0, kind="paper")
+    assert c.within("within inclusive", 3.0, 1.0, 3.0, kind="paper")
+    assert not c.within("within bad", 3.5, 1.0, 3.0, kind="paper")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), np.nan, np.float32("nan")])
 def test_nan_fails_every_kind(tmp_path, bad):
     c = Claims("ch99", "quick", tmp_path)
-    assert not c.close("close", bad, 1.0, atol=1e300)
-    assert not c.close("close predicted nan", 1.0, bad, atol=1e300)
-    assert not c.less("less", bad, 1.0)
-    assert not c.greater("greater", bad, 1.0)
-    assert not c.within("within", bad, -1e300, 1e300)
+    assert not c.close("close", bad, 1.0, atol=1e300, kind="paper")
+    assert not c.close("close predicted nan", 1.0, bad, atol=1e300, kind="paper")
+    assert not c.less("less", bad, 1.0, kind="paper")
+    assert not c.greater("greater", bad, 1.0, kind="paper")
+    assert not c.within("within", bad, -1e300, 1e300, kind="paper")
     with pytest.raises(ClaimError):
         c.finish()
     data = _read(c.path)
@@ -57,16 +57,16 @@ def test_nan_fails_every_kind(tmp_path, bad):
 
 def test_infinite_measured_fails_close(tmp_path):
     c = Claims("ch99", "quick", tmp_path)
-    assert not c.close("inf", math.inf, 1.0, rtol=1.0)
+    assert not c.close("inf", math.inf, 1.0, rtol=1.0, kind="paper")
 
 
 def test_values_become_python_floats(tmp_path):
     import jax.numpy as jnp
 
     c = Claims("ch99", "full", tmp_path)
-    c.close("jax scalar", jnp.float64(2.0), np.array([2.0]), atol=1e-12)
-    c.less("numpy scalar", np.float32(0.5), 1)
-    c.within("bool and int", True, 0, 1)
+    c.close("jax scalar", jnp.float64(2.0), np.array([2.0]), atol=1e-12, kind="sanity")
+    c.less("numpy scalar", np.float32(0.5), 1, kind="paper")
+    c.within("bool and int", True, 0, 1, kind="paper")
     for claim in c.claims:
         assert type(claim.measured) is float
     path = c.finish().path
@@ -77,17 +77,17 @@ def test_values_become_python_floats(tmp_path):
 def test_rejects_arrays_and_bad_arguments(tmp_path):
     c = Claims("ch99", "quick", tmp_path)
     with pytest.raises(ValueError, match="scalar"):
-        c.close("vector", np.ones(3), 1.0, atol=1)
+        c.close("vector", np.ones(3), 1.0, atol=1, kind="paper")
     with pytest.raises(ValueError, match="rtol= or atol="):
-        c.close("no tolerance", 1.0, 1.0)
+        c.close("no tolerance", 1.0, 1.0, kind="paper")
     with pytest.raises(ValueError, match="rtol"):
-        c.close("negative tolerance", 1.0, 1.0, rtol=-1e-3)
+        c.close("negative tolerance", 1.0, 1.0, rtol=-1e-3, kind="paper")
     with pytest.raises(ValueError, match="atol"):
-        c.close("nan tolerance", 1.0, 1.0, atol=float("nan"))
+        c.close("nan tolerance", 1.0, 1.0, atol=float("nan"), kind="paper")
     with pytest.raises(ValueError, match="lo="):
-        c.within("empty interval", 1.0, 2.0, 0.0)
+        c.within("empty interval", 1.0, 2.0, 0.0, kind="paper")
     with pytest.raises(ValueError):
-        c.less("complex", 1j, 1.0)
+        c.less("complex", 1j, 1.0, kind="paper")
     with pytest.raises(ValueError):
         Claims("../escape", "quick", tmp_path)
     with pytest.raises(ValueError):
@@ -97,43 +97,44 @@ def test_rejects_arrays_and_bad_arguments(tmp_path):
 
 def test_duplicate_names_raise(tmp_path):
     c = Claims("ch99", "quick", tmp_path)
-    c.less("same", 0.0, 1.0)
+    c.less("same", 0.5, 1.0, kind="paper")
     with pytest.raises(ValueError, match="duplicate"):
-        c.greater("same", 2.0, 1.0)
+        c.greater("same", 2.0, 1.0, kind="paper")
     with pytest.raises(ValueError, match="duplicate"):
-        c.close("same", 1.0, 1.0, atol=1)
+        c.close("same", 1.0, 1.0, atol=1, kind="paper")
 
 
 def test_finish_writes_json_and_returns_summary(tmp_path):
     c = Claims("ch01", "full", tmp_path / "out")
-    c.close("slope", 3.01, 3.0, atol=0.05, note="Thm 1")
-    c.less("cross blocks", 1e-14, 1e-12)
-    c.greater("positive", 1.0, 0.0)
-    c.within("window", 0.5, 0.0, 1.0)
+    c.close("slope", 3.01, 3.0, atol=0.05, note="Thm 1", kind="paper")
+    c.less("cross blocks", 1e-14, 1e-12, kind="paper")
+    c.greater("positive", 1.0, 0.0, kind="paper")
+    c.within("window", 0.5, 0.0, 1.0, kind="paper")
     summary = c.finish()
     path = summary.path
     assert path == tmp_path / "out" / "claims" / "ch01.json"
-    assert (summary.n_paper, summary.n_sanity) == (4, 0)
+    assert (summary.n_paper, summary.n_finding, summary.n_sanity) == (4, 0, 0)
     # the summary shown at the end of a chapter names no path of the build machine
     assert str(tmp_path) not in repr(summary) and str(tmp_path) not in summary._repr_html_()
     data = _read(path)
     assert data["chapter"] == "ch01" and data["fidelity"] == "full"
     assert data["passed"] is True and data["n_claims"] == 4 and data["n_failed"] == 0
     first = data["claims"][0]
-    assert first["name"] == "slope" and first["kind"] == "close" and first["note"] == "Thm 1"
+    assert first["name"] == "slope" and first["kind"] == "paper" and first["test"] == "close" and first["note"] == "Thm 1"
     assert first["predicted"] == 3.0 and first["atol"] == 0.05 and first["rtol"] is None
     assert first["passed"] is True and math.isclose(first["error"], 0.01)
     assert data["claims"][1]["hi"] == 1e-12 and data["claims"][2]["lo"] == 0.0
-    assert [k["kind"] for k in data["claims"]] == ["close", "less", "greater", "within"]
+    assert [k["test"] for k in data["claims"]] == ["close", "less", "greater", "within"]
+    assert [k["kind"] for k in data["claims"]] == ["paper"] * 4
     # atomic write: no temporary files left behind
     assert sorted(p.name for p in path.parent.iterdir()) == ["ch01.json"]
 
 
 def test_failure_names_every_failed_claim_and_still_writes(tmp_path):
     c = Claims("ch05", "quick", tmp_path)
-    c.close("plateau time", 12.5, 10.0, rtol=0.1)
-    c.less("gap", 0.3, 0.1)
-    c.greater("fine", 2.0, 1.0)
+    c.close("plateau time", 12.5, 10.0, rtol=0.1, kind="paper")
+    c.less("gap", 0.3, 0.1, kind="paper")
+    c.greater("fine", 2.0, 1.0, kind="paper")
     with pytest.raises(ClaimError) as info:
         c.finish()
     msg = str(info.value)
@@ -156,18 +157,18 @@ def test_no_claims_is_a_failure(tmp_path):
 
 def test_finish_overwrites_previous_file(tmp_path):
     c = Claims("ch03", "quick", tmp_path)
-    c.less("a", 0.0, 1.0)
+    c.less("a", 0.5, 1.0, kind="paper")
     c.finish()
     c2 = Claims("ch03", "quick", tmp_path)
-    c2.less("b", 0.0, 1.0)
+    c2.less("b", 0.5, 1.0, kind="paper")
     c2.finish()
     assert [x["name"] for x in _read(c2.path)["claims"]] == ["b"]
 
 
 def test_table_renders(tmp_path):
     c = Claims("ch01", "quick", tmp_path)
-    c.close("a <b>", 1.0, 1.0, atol=1e-3, note="x | y")
-    c.less("c", 2.0, 1.0)
+    c.close("a <b>", 1.0005, 1.0, atol=1e-3, note="x | y", kind="paper")
+    c.less("c", 2.0, 1.0, kind="paper")
     table = c.table()
     html = table._repr_html_()
     assert "<table" in html and "a &lt;b&gt;" in html and "FAIL" in html and "1 of 2 pass" in html
@@ -177,35 +178,101 @@ def test_table_renders(tmp_path):
     assert "a <b>" in text and "pass" in text
 
 
-def test_sanity_checks_are_labelled_and_counted_apart(tmp_path):
+def test_kinds_are_labelled_grouped_and_counted_apart(tmp_path):
     c = Claims("ch07", "quick", tmp_path)
-    c.close("paper: slope", 2.0, 2.0, atol=0.1)
-    c.less("setup: the two runs differ", 0.0, 1.0, sanity=True)
-    c.greater("setup: training reduced the loss", 1.0, 0.5, sanity=True)
-    c.within("paper: window", 0.5, 0.0, 1.0)
+    c.close("paper: slope", 2.01, 2.0, atol=0.1, kind="paper")
+    c.less("setup: the two runs differ", 0.0, 1.0, kind="sanity")
+    c.greater("finding: Adam breaks the closure", 1.0, 0.5, kind="finding")
+    c.greater("setup: training reduced the loss", 1.0, 0.5, kind="sanity")
+    c.within("paper: window", 0.5, 0.0, 1.0, kind="paper")
     summary = c.finish()
-    assert (summary.n_paper, summary.n_sanity) == (2, 2)
+    assert (summary.n_paper, summary.n_finding, summary.n_sanity) == (2, 1, 2)
     data = _read(summary.path)
-    assert (data["n_paper"], data["n_sanity"], data["n_claims"]) == (2, 2, 4)
-    assert [x["sanity"] for x in data["claims"]] == [False, True, True, False]
+    assert (data["n_paper"], data["n_finding"], data["n_sanity"], data["n_claims"]) == (2, 1, 2, 5)
+    assert [x["kind"] for x in data["claims"]] == ["paper", "sanity", "finding", "sanity", "paper"]
+    assert [x["sanity"] for x in data["claims"]] == [False, True, False, True, False]
     html = c.table()._repr_html_()
-    # paper claims first, sanity checks in their own collapsed block
-    assert html.index("paper: window") < html.index("setup: the two runs differ")
-    assert "<details" in html and "Sanity checks" in html and "2 of 2 pass" in html
-    assert "sanity" in str(c.table()) and "2 paper claims hold" in summary._repr_html_()
+    # three groups, in the order paper claims, findings, sanity checks, each with its own count
+    assert html.index("paper: window") < html.index("finding: Adam") < html.index("setup: the two runs differ")
+    assert html.count("<table") == 3
+    assert "Paper claims of ch07" in html and "2 of 2 pass" in html
+    assert "Findings of the book" in html and "1 of 1 pass" in html and "Sanity checks" in html
+    md_kinds = [line.split("|")[1].strip() for line in c.table()._repr_markdown_().splitlines()[2:]]
+    assert md_kinds == ["paper", "paper", "finding", "sanity", "sanity"]
+    # the summary quotes the paper-claim count only
+    assert "2 paper claims hold" in summary._repr_html_() and "2 paper claims hold" in str(summary)
+    assert "1 finding" not in str(summary) and "2 sanity" not in str(summary)
+    assert "1 sanity" not in summary._repr_html_() and "5" not in str(summary).split(":")[1]
+    assert c.count("finding") == 1 and "2 paper, 1 finding, 2 sanity" in repr(c)
+
+
+@pytest.mark.parametrize("method, args", [("close", (1.5, 1.0)), ("less", (0.5, 1.0)),
+                                          ("greater", (2.0, 1.0)), ("within", (0.5, 0.0, 1.0))])
+def test_a_claim_without_a_kind_is_refused(tmp_path, method, args):
+    c = Claims("ch99", "quick", tmp_path)
+    kw = {"atol": 1.0} if method == "close" else {}
+    with pytest.raises(TypeError, match="kind") as info:
+        getattr(c, method)("no kind", *args, **kw)
+    assert "paper" in str(info.value) and "finding" in str(info.value) and "sanity" in str(info.value)
+    with pytest.raises(TypeError, match="kind"):
+        getattr(c, method)("kind None", *args, kind=None, **kw)
+    with pytest.raises(ValueError, match="kind"):
+        getattr(c, method)("bad kind", *args, kind="evidence", **kw)
+    with pytest.raises(TypeError):  # the old flag is gone: a kind is the only label
+        getattr(c, method)("old flag", *args, sanity=True, **kw)
+    assert c.claims == []  # nothing half-recorded
+
+
+@pytest.mark.parametrize("method, args", [("close", (0.0, 0.0)), ("close", (3.0, 3.0)), ("less", (0.0, 1e-12)),
+                                          ("greater", (0.0, -1.0)), ("within", (0.0, -1.0, 1.0))])
+def test_a_paper_claim_that_measures_exactly_its_prediction_is_flagged(tmp_path, method, args):
+    c = Claims("ch99", "quick", tmp_path)
+    kw = {"atol": 1e-12} if method == "close" else {}
+    with pytest.raises(ValueError, match="exact_note") as info:
+        getattr(c, method)("identity", *args, kind="paper", **kw)
+    assert "identity" in str(info.value) and "sanity" in str(info.value)
+    assert c.claims == []
+    # the same number is fine as a sanity check or a finding ...
+    assert getattr(c, method)("identity (sanity)", *args, kind="sanity", **kw)
+    assert getattr(c, method)("identity (finding)", *args, kind="finding", **kw)
+    # ... or as a paper claim that says why it could differ in principle; the note is recorded and shown
+    why = "a step count: the two runs could switch on at different steps"
+    assert getattr(c, method)("exact but independent", *args, kind="paper", exact_note=why, **kw)
+    claim = c.claims[-1]
+    assert claim.exact and claim.exact_note == why and why in claim.full_note()
+    assert why in c.table()._repr_html_()
+    c.finish()
+    assert _read(c.path)["claims"][-1]["exact_note"] == why
+
+
+def test_a_near_exact_paper_claim_needs_no_note(tmp_path):
+    c = Claims("ch99", "quick", tmp_path)
+    assert c.less("rounding", 1e-17, 1e-12, kind="paper")
+    assert c.close("almost", 3.0 + 4e-16, 3.0, atol=1e-12, kind="paper")
+    assert not any(x.exact for x in c.claims)
 
 
 def test_a_failed_sanity_check_fails_the_chapter(tmp_path):
     c = Claims("ch07", "quick", tmp_path)
-    c.close("paper", 1.0, 1.0, atol=0.1)
-    c.less("setup", 2.0, 1.0, sanity=True)
-    with pytest.raises(ClaimError, match="setup"):
+    c.close("paper", 1.01, 1.0, atol=0.1, kind="paper")
+    c.less("setup", 2.0, 1.0, kind="sanity")
+    with pytest.raises(ClaimError, match="setup") as info:
         c.finish()
-    assert "open" in c.table()._repr_html_()  # a failed sanity block is shown expanded
+    assert "[sanity] setup" in str(info.value)  # the failure names the kind
+    assert "FAIL" in c.table()._repr_html_()
 
 
-def test_only_sanity_checks_is_a_failure(tmp_path):
+def test_a_failed_finding_fails_the_chapter(tmp_path):
     c = Claims("ch07", "quick", tmp_path)
-    c.less("setup", 0.0, 1.0, sanity=True)
+    c.close("paper", 1.01, 1.0, atol=0.1, kind="paper")
+    c.greater("erratum", 0.5, 1.0, kind="finding")
+    with pytest.raises(ClaimError, match=r"\[finding\] erratum"):
+        c.finish()
+
+
+def test_only_findings_and_sanity_checks_is_a_failure(tmp_path):
+    c = Claims("ch07", "quick", tmp_path)
+    c.less("setup", 0.0, 1.0, kind="sanity")
+    c.less("erratum", 0.5, 1.0, kind="finding")
     with pytest.raises(ClaimError, match="no paper claim"):
         c.finish()

@@ -1,24 +1,46 @@
 """Named quantitative claims of a chapter, checked and written to JSON.
 
-Every chapter of the book ends with a *claims cell* (BOOK.md, rule 6): each
-quantitative statement of the chapter becomes a named claim
-``(measured, predicted, tolerance)`` or a bound, all claims are written to
-``{out_dir}/claims/{chapter}.json``, and any failed claim raises
-:class:`ClaimError`, which stops the notebook and therefore ``make book`` /
-``make test``.
+Every chapter of the book ends with a *claims cell* (BOOK.md, rules 6, 9, 11):
+each quantitative statement of the chapter becomes a named claim
+``(measured, predicted, tolerance)`` or a bound, labelled by its **kind**; all
+claims are written to ``{out_dir}/claims/{chapter}.json``, and any failed claim
+raises :class:`ClaimError`, which stops the notebook and therefore
+``make book`` / ``make test``.
 
 Example::
 
     from nqf.pipeline import Claims
 
     claims = Claims("ch01", fidelity, out_dir)
-    claims.close("remainder slope (no Z2)", slope, 3.0, atol=0.05,
+    claims.close("remainder slope (no Z2)", slope, 3.0, atol=0.05, kind="paper",
                  note="log-log fit of |f - f(0) - Tr[MA]| against ||W||, Thm 1")
-    claims.less("cross-neuron Hessian blocks", max_offdiag, 1e-12)
-    claims.table()      # shown in the notebook
+    claims.less("our generator: data satisfy Eq. (40)", residual, 1e-12, kind="sanity")
+    claims.table()      # shown in the notebook, grouped by kind
     claims.finish()     # writes the JSON, raises ClaimError if any claim failed
 
-Semantics, for every kind of claim:
+**Kinds** (required for every claim; a claim without one is refused with a
+``TypeError``, an unknown one with a ``ValueError``):
+
+* ``"paper"``: an independent measurement against the paper's prediction, which
+  could fail if the paper were wrong. Only these are counted as evidence in the
+  chapter summaries, the introduction and the errata page.
+* ``"finding"``: the book's own result, not a prediction of the paper: a
+  measured erratum that settles a typo, "Adam breaks the closure" (the paper
+  only says Adam is not covered), a check that a comparison is not trivial.
+* ``"sanity"``: our data meet a theorem's hypothesis, an identity of our own
+  code or data construction, a setup check.
+
+**Exact measurements of paper claims.** A paper claim whose measurement equals
+its prediction exactly (``close`` with ``measured == predicted``, or any test
+with ``measured == 0``) is usually an identity of our code, not evidence. Such a
+claim is refused at record time (``ValueError``) unless it carries
+``exact_note=``: a sentence saying why the measured value could differ in
+principle (a step count that happens to agree to the step, a boolean verdict, a
+zero that the theorem predicts and the code does not build in). Identities are
+``kind="sanity"`` instead. The check is a review flag: it never changes whether
+a claim passes.
+
+Semantics of the tests, for every kind of claim:
 
 * ``close``:  ``|measured - predicted| <= atol + rtol * |predicted|``
   (at least one of ``rtol``/``atol``; the missing one counts as 0);
@@ -26,15 +48,8 @@ Semantics, for every kind of claim:
 * ``greater``: ``measured > bound`` (strict);
 * ``within``: ``lo <= measured <= hi`` (inclusive).
 
-Every kind takes ``sanity=True`` for a *sanity check*: a check of our own
-code, data generator or experimental setup (the two weight matrices of a
-comparison really differ, training reduced the loss, the data satisfy the
-theorem's hypothesis) rather than an independent test of the paper. A sanity
-check fails the chapter like a claim, but it is labelled as such in the table
-and the JSON and counted apart in the summary, so "N claims hold" counts only
-evidence about the paper (BOOK.md rule 9). A *paper claim* compares an
-independent measurement with an independent prediction and could fail if the
-paper were wrong.
+Every kind of claim fails the chapter when it does not hold; the kinds only
+decide how a claim is labelled, grouped and counted.
 
 A NaN anywhere in a comparison fails the claim. Values are converted to
 python floats (JAX/NumPy scalars and size-1 arrays are accepted).
@@ -56,6 +71,22 @@ from typing import Any, Optional
 
 
 _CHAPTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+#: The kinds of claim (BOOK.md rule 11), in the order the table shows them.
+KINDS = ("paper", "finding", "sanity")
+
+_GROUP_TITLES = {
+    "paper": "Paper claims",
+    "finding": "Findings of the book",
+    "sanity": "Sanity checks",
+}
+_GROUP_HELP = {
+    "paper": "independent measurements against the paper's predictions; each could fail if the paper were wrong",
+    "finding": "the book's own results (measured errata, what the paper does not cover); not counted as paper claims",
+    "sanity": "our data meet a theorem's hypotheses, identities of our own code and setup; not evidence about the paper",
+}
+
+_MISSING = object()
 
 
 class ClaimError(AssertionError):
@@ -104,12 +135,24 @@ def _fmt(x: Optional[float]) -> str:
     return f"{x:.6g}"
 
 
+def _check_kind(name: str, kind: Any) -> str:
+    if kind is _MISSING or kind is None:
+        raise TypeError(
+            f"claim {name!r}: give its kind, kind='paper', 'finding' or 'sanity' (BOOK.md rule 11): "
+            "'paper' for an independent measurement against the paper's prediction, 'finding' for the "
+            "book's own result, 'sanity' for a hypothesis met by our data or an identity of our code"
+        )
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValueError(f"claim {name!r}: kind must be one of {KINDS}; got {kind!r}")
+    return kind
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """One checked claim (see the module docstring for the semantics of ``kind``)."""
+    """One checked claim (see the module docstring for ``kind`` and ``test``)."""
 
     name: str
-    kind: str  # "close" | "less" | "greater" | "within"
+    test: str  # "close" | "less" | "greater" | "within"
     measured: float
     passed: bool
     predicted: Optional[float] = None
@@ -118,50 +161,72 @@ class Claim:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     note: str = ""
-    sanity: bool = False  # a check of our code/data/setup, not evidence about the paper
+    kind: str = "paper"  # "paper" | "finding" | "sanity"
+    exact_note: str = ""  # why an exactly matching measurement could differ in principle
+
+    @property
+    def sanity(self) -> bool:
+        """True for a sanity check (kind ``"sanity"``)."""
+        return self.kind == "sanity"
+
+    @property
+    def exact(self) -> bool:
+        """The measurement equals the prediction exactly (or is exactly 0)."""
+        if self.measured == 0.0:
+            return True
+        return self.test == "close" and self.measured == self.predicted
 
     @property
     def allowed(self) -> Optional[float]:
         """For ``close``: the allowed deviation ``atol + rtol*|predicted|``."""
-        if self.kind != "close":
+        if self.test != "close":
             return None
         return (self.atol or 0.0) + (self.rtol or 0.0) * abs(self.predicted)
 
     @property
     def error(self) -> Optional[float]:
         """For ``close``: the measured deviation ``|measured - predicted|``."""
-        if self.kind != "close":
+        if self.test != "close":
             return None
         return abs(self.measured - self.predicted)
 
     def target(self) -> str:
         """Human-readable statement of what was required."""
-        if self.kind == "close":
+        if self.test == "close":
             tols = []
             if self.rtol is not None:
                 tols.append(f"rtol {self.rtol:.3g}")
             if self.atol is not None:
                 tols.append(f"atol {self.atol:.3g}")
             return f"≈ {_fmt(self.predicted)} ({', '.join(tols)})"
-        if self.kind == "less":
+        if self.test == "less":
             return f"< {_fmt(self.hi)}"
-        if self.kind == "greater":
+        if self.test == "greater":
             return f"> {_fmt(self.lo)}"
         return f"in [{_fmt(self.lo)}, {_fmt(self.hi)}]"
 
+    def full_note(self) -> str:
+        """The note, with the ``exact_note`` appended when there is one."""
+        if not self.exact_note:
+            return self.note
+        extra = f"exact match: {self.exact_note}"
+        return f"{self.note}; {extra}" if self.note else extra
+
     def describe(self) -> str:
-        """One line: name, measured vs required, and by how much it missed."""
-        line = f"{self.name}: measured {_fmt(self.measured)}, required {self.target()}"
-        if self.kind == "close":
+        """One line: kind, name, measured vs required, and by how much it missed."""
+        line = f"[{self.kind}] {self.name}: measured {_fmt(self.measured)}, required {self.target()}"
+        if self.test == "close":
             line += f"; |measured - predicted| = {_fmt(self.error)} vs allowed {_fmt(self.allowed)}"
-        if self.note:
-            line += f"  [{self.note}]"
+        note = self.full_note()
+        if note:
+            line += f"  [{note}]"
         return line
 
     def to_json(self) -> dict:
         return {
             "name": self.name,
             "kind": self.kind,
+            "test": self.test,
             "measured": _json_number(self.measured),
             "predicted": _json_number(self.predicted),
             "lo": _json_number(self.lo),
@@ -172,6 +237,7 @@ class Claim:
             "allowed": _json_number(self.allowed),
             "passed": self.passed,
             "note": self.note,
+            "exact_note": self.exact_note,
             "sanity": self.sanity,
         }
 
@@ -184,7 +250,8 @@ def _cell(text: str, cls: str = "") -> str:
 class ClaimsTable:
     """Display object returned by :meth:`Claims.table` (HTML, Markdown or text).
 
-    Paper claims come first; sanity checks follow in a collapsed block of their own.
+    The claims are grouped by kind: paper claims, then the book's findings, then
+    sanity checks, each group a table of its own with its own count.
     """
 
     def __init__(self, chapter: str, fidelity: str, claims: list[Claim]):
@@ -199,19 +266,33 @@ class ClaimsTable:
             _fmt(c.measured),
             c.target(),
             "✓ pass" if c.passed else "✗ FAIL",
-            c.note,
+            c.full_note(),
         )
+
+    def groups(self) -> list[tuple[str, list[Claim]]]:
+        """``(kind, claims)`` for every kind that has claims, in the order of :data:`KINDS`."""
+        out = []
+        for kind in KINDS:
+            members = [c for c in self.claims if c.kind == kind]
+            if members:
+                out.append((kind, members))
+        return out
+
+    def _ordered(self) -> list[Claim]:
+        return [c for _, members in self.groups() for c in members]
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [self._row(c) for c in self._ordered()]
 
-    def _ordered(self) -> list[Claim]:
-        return [c for c in self.claims if not c.sanity] + [c for c in self.claims if c.sanity]
-
     _HEAD = ("claim", "measured", "required", "result", "note")
     _CLASSES = ("claim", "num", "num", "result", "note")
 
-    def _html_table(self, claims: list[Claim], caption: str) -> str:
+    def _html_table(self, kind: str, claims: list[Claim]) -> str:
+        esc = html.escape
+        n_pass = sum(c.passed for c in claims)
+        where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
+        caption = (f"{_GROUP_TITLES[kind]} of {where}: {n_pass} of {len(claims)} pass "
+                   f"<span class=\"nqf-claims-help\">({esc(_GROUP_HELP[kind])})</span>")
         head = "".join(f"<th>{h}</th>" for h in self._HEAD)
         body = []
         for c in claims:
@@ -219,32 +300,13 @@ class ClaimsTable:
             cells = "".join(_cell(v, k) for v, k in zip(self._row(c), self._CLASSES))
             body.append(f"<tr{cls}>{cells}</tr>")
         return (
-            f'<table class="nqf-claims"><caption>{caption}</caption>'
+            f'<table class="nqf-claims nqf-claims-{kind}"><caption>{caption}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
         )
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        paper = [c for c in self.claims if not c.sanity]
-        sanity = [c for c in self.claims if c.sanity]
-        n_fail_p = sum(not c.passed for c in paper)
-        n_fail_s = sum(not c.passed for c in sanity)
-        where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
-        out = [
-            '<div class="nqf-claims-wrap">',
-            self._html_table(
-                paper, f"Paper claims of {where}: {len(paper) - n_fail_p} of {len(paper)} pass"
-            ),
-        ]
-        if sanity:
-            open_attr = " open" if n_fail_s else ""
-            out.append(
-                f'<details class="nqf-sanity"{open_attr}><summary>Sanity checks of our own code, data '
-                f"and setup (not evidence about the paper): {len(sanity) - n_fail_s} of "
-                f"{len(sanity)} pass</summary>"
-                + self._html_table(sanity, f"Sanity checks of {where}")
-                + "</details>"
-            )
+        out = ['<div class="nqf-claims-wrap">']
+        out += [self._html_table(kind, members) for kind, members in self.groups()]
         out.append("</div>")
         return "".join(out)
 
@@ -254,15 +316,12 @@ class ClaimsTable:
 
         head = ("kind",) + self._HEAD
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += [
-            "| " + " | ".join(cell(v) for v in (("sanity" if c.sanity else "paper"),) + self._row(c)) + " |"
-            for c in self._ordered()
-        ]
+        lines += ["| " + " | ".join(cell(v) for v in (c.kind,) + self._row(c)) + " |" for c in self._ordered()]
         return "\n".join(lines)
 
     def __str__(self) -> str:
         head = ("kind",) + self._HEAD
-        rows = [head] + [(("sanity" if c.sanity else "paper"),) + self._row(c) for c in self._ordered()]
+        rows = [head] + [(c.kind,) + self._row(c) for c in self._ordered()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         out = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         out.insert(1, "  ".join("-" * w for w in widths))
@@ -274,33 +333,39 @@ class ClaimsTable:
 class ClaimsSummary:
     """What :meth:`Claims.finish` returns: the counts, shown as one line in the notebook.
 
+    The line quotes the number of *paper* claims only (BOOK.md rule 11); the
+    findings and sanity checks are counted in their own tables.
+
     Attributes:
         path: where the JSON was written.
         n_paper: number of paper claims (all hold, else ``finish`` raised).
+        n_finding: number of findings of the book (all hold).
         n_sanity: number of sanity checks (all pass).
     """
 
-    def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int):
+    def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int,
+                 n_finding: int = 0):
         self.chapter = chapter
         self.fidelity = fidelity
         self.path = path
         self.n_paper = n_paper
+        self.n_finding = n_finding
         self.n_sanity = n_sanity
 
     def __str__(self) -> str:
         # the file name only: the page must not show a path of the build machine
         return (
-            f"{self.chapter} at fidelity {self.fidelity!r}: all {self.n_paper} paper claims hold; "
-            f"all {self.n_sanity} sanity checks pass (written to claims/{self.path.name})"
+            f"{self.chapter} at fidelity {self.fidelity!r}: all {self.n_paper} paper claims hold "
+            f"(findings and sanity checks, tabled apart, pass too; written to claims/{self.path.name})"
         )
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
         return (
-            f'<p class="nqf-claims-summary"><strong>{self.n_paper} paper claims hold</strong>, '
-            f"and {self.n_sanity} sanity checks of our own code pass "
-            f"({html.escape(self.chapter)}, fidelity “{html.escape(self.fidelity)}”).</p>"
+            f'<p class="nqf-claims-summary"><strong>{self.n_paper} paper claims hold</strong> '
+            f"({html.escape(self.chapter)}, fidelity “{html.escape(self.fidelity)}”); the book's findings "
+            f"and the sanity checks of our own code, tabled apart, pass too.</p>"
         )
 
 
@@ -331,6 +396,12 @@ class Claims:
     def _add(self, claim: Claim) -> bool:
         if any(c.name == claim.name for c in self._claims):
             raise ValueError(f"duplicate claim name {claim.name!r} in chapter {self.chapter}")
+        if claim.kind == "paper" and claim.exact and not claim.exact_note:
+            raise ValueError(
+                f"paper claim {claim.name!r} measured exactly {_fmt(claim.measured)} against "
+                f"{claim.target()}: an exact match is usually an identity of our own code. Give "
+                "exact_note='why the measurement could differ in principle', or label it kind='sanity'"
+            )
         self._claims.append(claim)
         return claim.passed
 
@@ -340,19 +411,27 @@ class Claims:
             raise ValueError(f"claim name must be a non-empty string; got {name!r}")
         return name
 
+    @staticmethod
+    def _check_text(name: str, what: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"claim {name!r}: {what} must be a string; got {value!r}")
+        return value
+
     def close(
         self,
         name: str,
         measured: Any,
         predicted: Any,
         *,
+        kind: str = _MISSING,
         rtol: Any = None,
         atol: Any = None,
         note: str = "",
-        sanity: bool = False,
+        exact_note: str = "",
     ) -> bool:
         """Claim ``|measured - predicted| <= atol + rtol*|predicted|``; returns whether it holds."""
         name = self._check_name(name)
+        kind = _check_kind(name, kind)
         if rtol is None and atol is None:
             raise ValueError(f"claim {name!r}: give at least one of rtol= or atol=")
         rtol_f = _tol(rtol, f"claim {name!r}: rtol")
@@ -362,38 +441,47 @@ class Claims:
         allowed = (atol_f or 0.0) + (rtol_f or 0.0) * abs(p)
         passed = bool(math.isfinite(m) and math.isfinite(p) and abs(m - p) <= allowed)
         return self._add(
-            Claim(name, "close", m, passed, predicted=p, rtol=rtol_f, atol=atol_f, note=note,
-                  sanity=bool(sanity))
+            Claim(name, "close", m, passed, predicted=p, rtol=rtol_f, atol=atol_f,
+                  note=self._check_text(name, "note", note), kind=kind,
+                  exact_note=self._check_text(name, "exact_note", exact_note))
         )
 
-    def less(self, name: str, measured: Any, bound: Any, *, note: str = "", sanity: bool = False) -> bool:
+    def less(self, name: str, measured: Any, bound: Any, *, kind: str = _MISSING, note: str = "",
+             exact_note: str = "") -> bool:
         """Claim ``measured < bound``; returns whether it holds."""
         name = self._check_name(name)
+        kind = _check_kind(name, kind)
         m = _as_float(measured, f"claim {name!r}: measured")
         b = _as_float(bound, f"claim {name!r}: bound")
         passed = bool(m < b)  # False if either is NaN
-        return self._add(Claim(name, "less", m, passed, hi=b, note=note, sanity=bool(sanity)))
+        return self._add(Claim(name, "less", m, passed, hi=b, note=self._check_text(name, "note", note),
+                               kind=kind, exact_note=self._check_text(name, "exact_note", exact_note)))
 
-    def greater(self, name: str, measured: Any, bound: Any, *, note: str = "", sanity: bool = False) -> bool:
+    def greater(self, name: str, measured: Any, bound: Any, *, kind: str = _MISSING, note: str = "",
+                exact_note: str = "") -> bool:
         """Claim ``measured > bound``; returns whether it holds."""
         name = self._check_name(name)
+        kind = _check_kind(name, kind)
         m = _as_float(measured, f"claim {name!r}: measured")
         b = _as_float(bound, f"claim {name!r}: bound")
         passed = bool(m > b)
-        return self._add(Claim(name, "greater", m, passed, lo=b, note=note, sanity=bool(sanity)))
+        return self._add(Claim(name, "greater", m, passed, lo=b, note=self._check_text(name, "note", note),
+                               kind=kind, exact_note=self._check_text(name, "exact_note", exact_note)))
 
-    def within(self, name: str, measured: Any, lo: Any, hi: Any, *, note: str = "",
-               sanity: bool = False) -> bool:
+    def within(self, name: str, measured: Any, lo: Any, hi: Any, *, kind: str = _MISSING, note: str = "",
+               exact_note: str = "") -> bool:
         """Claim ``lo <= measured <= hi``; returns whether it holds."""
         name = self._check_name(name)
+        kind = _check_kind(name, kind)
         m = _as_float(measured, f"claim {name!r}: measured")
         lo_f = _as_float(lo, f"claim {name!r}: lo")
         hi_f = _as_float(hi, f"claim {name!r}: hi")
         if lo_f > hi_f:
             raise ValueError(f"claim {name!r}: lo={lo_f!r} > hi={hi_f!r}")
         passed = bool(lo_f <= m <= hi_f)
-        return self._add(Claim(name, "within", m, passed, lo=lo_f, hi=hi_f, note=note,
-                               sanity=bool(sanity)))
+        return self._add(Claim(name, "within", m, passed, lo=lo_f, hi=hi_f,
+                               note=self._check_text(name, "note", note), kind=kind,
+                               exact_note=self._check_text(name, "exact_note", exact_note)))
 
     # --------------------------------------------------------------- reporting
     @property
@@ -406,13 +494,19 @@ class Claims:
         """The claims that do not hold."""
         return [c for c in self._claims if not c.passed]
 
+    def count(self, kind: str) -> int:
+        """How many claims of ``kind`` (``"paper"``, ``"finding"`` or ``"sanity"``) were recorded."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+        return sum(c.kind == kind for c in self._claims)
+
     @property
     def path(self) -> pathlib.Path:
         """Where :meth:`finish` writes the JSON."""
         return self.out_dir / "claims" / f"{self.chapter}.json"
 
     def table(self) -> ClaimsTable:
-        """A table of all claims for display in the notebook (HTML/Markdown/text)."""
+        """A table of all claims, grouped by kind, for display in the notebook (HTML/Markdown/text)."""
         return ClaimsTable(self.chapter, self.fidelity, self._claims)
 
     def to_json(self) -> dict:
@@ -422,8 +516,9 @@ class Claims:
             "fidelity": self.fidelity,
             "passed": bool(self._claims) and not failed,
             "n_claims": len(self._claims),
-            "n_paper": sum(not c.sanity for c in self._claims),
-            "n_sanity": sum(c.sanity for c in self._claims),
+            "n_paper": self.count("paper"),
+            "n_finding": self.count("finding"),
+            "n_sanity": self.count("sanity"),
             "n_failed": len(failed),
             "claims": [c.to_json() for c in self._claims],
         }
@@ -432,14 +527,15 @@ class Claims:
         """Write ``{out_dir}/claims/{chapter}.json`` atomically; raise if any claim failed.
 
         The JSON is written in every case (also when claims fail), so the
-        runner can name the failed claims. A chapter without claims fails too.
+        runner can name the failed claims. A chapter without claims fails too,
+        and so does one without a single paper claim.
 
         Returns:
             A :class:`ClaimsSummary` (its ``path`` is the JSON file), if every claim holds;
-            it displays as one line counting paper claims and sanity checks apart.
+            it displays as one line that quotes the number of paper claims.
 
         Raises:
-            ClaimError: naming every failed claim with measured vs required.
+            ClaimError: naming every failed claim (with its kind) with measured vs required.
         """
         path = self.path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -458,8 +554,8 @@ class Claims:
 
         if not self._claims:
             raise ClaimError(f"{self.chapter} ({self.fidelity}): no claims were recorded")
-        if all(c.sanity for c in self._claims):
-            raise ClaimError(f"{self.chapter} ({self.fidelity}): only sanity checks, no paper claim")
+        if not self.count("paper"):
+            raise ClaimError(f"{self.chapter} ({self.fidelity}): no paper claim (only findings and sanity checks)")
         failed = self.failed
         if failed:
             lines = [
@@ -468,12 +564,12 @@ class Claims:
             ]
             lines += [f"  - {c.describe()}" for c in failed]
             raise ClaimError("\n".join(lines))
-        n_sanity = sum(c.sanity for c in self._claims)
-        return ClaimsSummary(self.chapter, self.fidelity, path, len(self._claims) - n_sanity, n_sanity)
+        return ClaimsSummary(self.chapter, self.fidelity, path, self.count("paper"), self.count("sanity"),
+                             n_finding=self.count("finding"))
 
     def __repr__(self) -> str:
         return (
-            f"Claims(chapter={self.chapter!r}, fidelity={self.fidelity!r}, "
-            f"{len(self._claims)} claim(s) of which {sum(c.sanity for c in self._claims)} sanity, "
+            f"Claims(chapter={self.chapter!r}, fidelity={self.fidelity!r}, {len(self._claims)} claim(s): "
+            f"{self.count('paper')} paper, {self.count('finding')} finding, {self.count('sanity')} sanity; "
             f"{len(self.failed)} failed)"
         )
