@@ -9,7 +9,8 @@ import pytest
 
 import nqf
 from helpers import BAD_INPUT
-from nqf.dynamics import check_hypotheses, compare_with_nqf
+from nqf.dynamics import compare_with_nqf
+from nqf.structure import check_hypotheses
 
 
 def _mlp_data(m=40, k=5, o=3, seed=0):
@@ -131,6 +132,6 @@ def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
         W = 0.3 * jax.random.normal(jax.random.PRNGKey(10 + i), (mod.arch.p, mod.d))
         x = jax.tree_util.tree_map(lambda a: a[0], T.xs)
         closed = mod.arch.apply(jnp.zeros_like(W), x) + jnp.einsum("ij,oji->o", W @ W.T, mod.arch.structure(x))
-        np.testing.assert_allclose(nqf.dynamics.nqf_output(mod.arch, W, x), closed, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(nqf.structure.nqf_output(mod.arch, W, x), closed, rtol=1e-10, atol=1e-12)
         if mod.key == "mlp":  # the recovered singular values of the MLP are those of the product of its layers
             np.testing.assert_allclose(mod.linear_map(W), nqf.structure.effective_matrix(W, 20), atol=1e-14)

@@ -224,5 +224,5 @@ def test_weight_forms_of_the_fig8_models(arch, widths):
     np.testing.assert_allclose(arch.deep_nqf(Ws, x), deep_nqf_apply(Ws, arch.forms, x), rtol=1e-13)
     dense = jnp.trace(W1 @ W1.T @ arch.one_layer.structure(x))
     np.testing.assert_allclose(arch.one_layer_nqf(W1, x), dense, rtol=1e-12)
-    from nqf.dynamics import nqf_output
+    from nqf.structure import nqf_output
     np.testing.assert_allclose(nqf_output(arch.one_layer, W1, x), dense, rtol=1e-10, atol=1e-14)

@@ -1,7 +1,7 @@
 """The layering rule of ARCHITECTURE.md, enforced by parsing nqf's imports.
 
 From the ground up: ``_types``, ``_checks`` <- ``architectures``, ``model`` <-
-``structure``, ``dynamics`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
+``structure`` <- ``dynamics`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
 A room imports only rooms on lower floors (and itself); no science room
 imports the book machinery; the top-level ``__init__`` may import any room.
 The book's tool (``nqfbook``, the runner) sits above all of them and outside
@@ -19,10 +19,11 @@ NQFBOOK = NQF.parent / "nqfbook"
 FLOOR = {
     "_types": 0, "_checks": 0,
     "architectures": 1, "model": 1,
-    "structure": 2, "dynamics": 2,
-    "solutions": 3,
-    "datasets": 4,
-    "pipeline": 5,
+    "structure": 2,
+    "dynamics": 3,
+    "solutions": 4,
+    "datasets": 5,
+    "pipeline": 6,
 }
 
 

@@ -38,7 +38,8 @@ from ..architectures._attention import multihead_attention
 from ..architectures._attention_rows import single_head_attention_logits
 from ..architectures._base import Architecture
 from ..architectures._modules import cnn, two_layer_mlp
-from ..dynamics._compare import compare_with_nqf, nqf_output
+from ..dynamics._compare import compare_with_nqf
+from ..structure._matrix_free import nqf_output
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
 

@@ -31,9 +31,6 @@ from ._discrete import SGDState as SGDState
 from ._discrete import sgd_state as sgd_state
 from ._compare import Comparison as Comparison
 from ._compare import compare_with_nqf as compare_with_nqf
-from ._compare import HypothesisCheck as HypothesisCheck
-from ._compare import check_hypotheses as check_hypotheses
-from ._compare import nqf_output as nqf_output
 from ._flow import ODESolution as ODESolution
 from ._flow import integrate as integrate
 from ._flow import flow_statistics as flow_statistics
@@ -47,3 +44,10 @@ from ._online import SideBySide as SideBySide
 from ._online import train_side_by_side as train_side_by_side
 from ._online import teacher_data as teacher_data
 from ._online import log_loss_gap as log_loss_gap
+from ._trainer import Optimizer as Optimizer
+from ._trainer import optimizer as optimizer
+from ._trainer import train as train
+from ._trainer import Training as Training
+from ._agreement import first_exceedance as first_exceedance
+from ._agreement import relative_gap as relative_gap
+from ..structure._matrix_free import nqf_output as nqf_output  # TODO(0.3): notebooks move to nqf.structure

@@ -12,22 +12,29 @@ own teacher and its own data, vmapped over seeds in one compiled ``lax.scan``:
   1-layer NQF) trained full batch with one optax optimiser, each from its own initial parameters,
   recording training and test loss.
 
-Loss: the paper's MSE (Eq. 26, no $\frac12$) averaged over the batch, $\frac1b\sum_x(f(x) - y)^2$.
+Loss: the paper's MSE (Eq. 26, no $\frac12$) in the package's one convention, :func:`nqf.model.mse`.
+Each run is a configuration of :func:`nqf.dynamics.train`; agreement windows are
+:func:`nqf.dynamics.first_exceedance` of :func:`nqf.dynamics.relative_gap`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from ..architectures._base import Architecture
-from ._compare import nqf_output
+from ..model._model import mse
+from ._agreement import first_exceedance as agreement_window  # noqa: F401  TODO(0.3): ch08 -> first_exceedance
+from ._agreement import relative_gap
+from ._compare import OutputLoss
+from ._trainer import optimizer as make_optimizer
+from ._trainer import train as run_trainer
 
 
 class OnlineRun(NamedTuple):
@@ -39,8 +46,14 @@ class OnlineRun(NamedTuple):
     output_gap: np.ndarray  #: (S, T) ||f_module - f_NQF|| / ||y|| on the probe set
 
 
-def _mse(apply_fn, W, xs, ys):
-    return jnp.mean((jax.vmap(lambda x: apply_fn(W, x))(xs) - ys) ** 2)
+class ModelLoss(eqx.Module):
+    """The loss of Eq. 26 (:func:`nqf.model.mse`) of ``apply(params, x)`` on a batch ``(xs, ys)``."""
+
+    apply: Callable
+
+    def __call__(self, params, batch, args):
+        xs, ys = batch
+        return mse(jax.vmap(lambda x: self.apply(params, x))(xs), ys)
 
 
 def _draw(arch, teacher, Wt, key, n):
@@ -48,40 +61,30 @@ def _draw(arch, teacher, Wt, key, n):
     return xs, jax.vmap(lambda x: teacher.apply(Wt, x))(xs)
 
 
-@partial(jax.jit, static_argnames=("module", "teacher", "batch", "steps", "every", "n_probe"))
-def _online(W0, Wt, keys, eta, *, module, teacher, batch, steps, every, n_probe):
-    mod = module.apply
-    nqf = partial(nqf_output, module)
+class _TeacherSample(eqx.Module):
+    module: Architecture
+    teacher: Architecture
+    batch: int = eqx.field(static=True)
 
-    def one(W0, Wt, key):
+    def __call__(self, key, args):
+        return _draw(self.module, self.teacher, args["Wt"], key, self.batch)
+
+
+class _ProbeRecord(eqx.Module):
+    loss: OutputLoss
+
+    def __call__(self, W, args):
+        pred = self.loss.predict(W, args, args["px"])
+        return {"outputs": pred, "probe_loss": mse(pred, args["py"])}
+
+
+@eqx.filter_jit
+def _probes(module, teacher, Wt, keys, n_probe):
+    def one(Wt, key):
         kp, kd = jax.random.split(key)
-        px, py = _draw(module, teacher, Wt, kp, n_probe)
+        return _draw(module, teacher, Wt, kp, n_probe), kd
 
-        def record(Wm, Wn):
-            fm = jax.vmap(lambda x: mod(Wm, x))(px)
-            fn = jax.vmap(lambda x: nqf(Wn, x))(px)
-            return (jnp.mean((fm - py) ** 2), jnp.mean((fn - py) ** 2),
-                    jnp.linalg.norm(fm - fn) / jnp.linalg.norm(py))
-
-        def step(carry, k):
-            Wm, Wn = carry
-            xb, yb = _draw(module, teacher, Wt, k, batch)
-            lm, gm = jax.value_and_grad(_mse, argnums=1)(mod, Wm, xb, yb)
-            ln, gn = jax.value_and_grad(_mse, argnums=1)(nqf, Wn, xb, yb)
-            return (Wm - eta * gm, Wn - eta * gn), (lm, ln)
-
-        def block(carry, ks):
-            rec = record(*carry)
-            carry, losses = jax.lax.scan(step, carry, ks)
-            return carry, (rec, losses)
-
-        ks = jax.random.split(kd, steps).reshape(steps // every, every, -1)
-        carry, (recs, losses) = jax.lax.scan(block, (W0, W0), ks)
-        last = record(*carry)
-        recs = tuple(jnp.concatenate([r, l[None]]) for r, l in zip(recs, last))
-        return recs, tuple(l.reshape(-1) for l in losses)
-
-    return jax.vmap(one)(W0, Wt, keys)
+    return jax.vmap(one)(Wt, keys)
 
 
 def online_teacher_student(
@@ -123,25 +126,26 @@ def online_teacher_student(
         raise ValueError(f"`record_every` ({record_every}) must divide `steps` ({steps}).")
     if not float(eta) > 0:
         raise ValueError(f"`eta` must be > 0; got {eta!r}.")
-    (lm, ln, gap), (bm, bn) = _online(W0, teacher_W, keys, float(eta), module=module, teacher=teacher,
-                                      batch=int(batch), steps=int(steps), every=int(record_every),
-                                      n_probe=int(n_probe))
-    return OnlineRun(np.arange(0, steps + 1, record_every), {"module": np.asarray(lm), "nqf": np.asarray(ln)},
-                     {"module": np.asarray(bm), "nqf": np.asarray(bn)}, np.asarray(gap))
-
-
-def agreement_window(steps: np.ndarray, gap: np.ndarray, threshold: float) -> np.ndarray:
-    """First recorded step at which ``gap`` (``(..., T)``) exceeds ``threshold``; ``inf`` if never."""
-    gap = np.asarray(gap)
-    exceeded = gap > threshold
-    first = np.argmax(exceeded, axis=-1)
-    return np.where(exceeded.any(axis=-1), np.asarray(steps)[first].astype(float), np.inf)
+    (px, py), kd = _probes(module, teacher, teacher_W, keys, int(n_probe))
+    args = {"frozen": None, "Wt": teacher_W, "px": px, "py": py}
+    runs = {}
+    for name, is_nqf in (("module", False), ("nqf", True)):
+        loss = OutputLoss(module.apply, is_nqf)
+        runs[name] = run_trainer(loss, W0, make_optimizer("sgd", float(eta)), num_steps=int(steps),
+                           sample=_TeacherSample(module, teacher, int(batch)), key=kd, args=args,
+                           record=_ProbeRecord(loss), record_every=int(record_every),
+                           vmap=("params", "key", "args"), on_divergence="ignore")
+    fm, fn = runs["module"].record["outputs"], runs["nqf"].record["outputs"]
+    gap = relative_gap(fm, fn, time_axis=1, reference=py)
+    return OnlineRun(runs["module"].steps, {k: runs[k].record["probe_loss"] for k in runs},
+                     {k: runs[k].batch_loss for k in runs}, gap)
 
 
 def relative_loss_gap(a, b):
-    """$|L_b - L_a| / L_a$ elementwise (the module's loss ``a`` as reference)."""
-    a, b = np.asarray(a), np.asarray(b)
-    return np.abs(b - a) / np.maximum(np.abs(a), 1e-300)
+    """$|L_b - L_a| / L_a$ elementwise (the module's loss ``a`` as reference): :func:`relative_gap` with
+    the last axis as time."""
+    a = np.asarray(a, dtype=float)
+    return relative_gap(a, np.asarray(b, dtype=float), time_axis=a.ndim - 1)
 
 
 class SideBySide(NamedTuple):
@@ -152,28 +156,11 @@ class SideBySide(NamedTuple):
     test_loss: tuple  #: one (S, T) array per model
 
 
-@partial(jax.jit, static_argnames=("applies", "optimizer", "steps", "every"))
-def _side_by_side(params0, xs, ys, xt, yt, *, applies, optimizer, steps, every):
-    def one(params0, xs, ys, xt, yt):
-        outs = []
-        for apply, p0 in zip(applies, params0):
-            def step(carry, _, apply=apply):
-                p, st = carry
-                g = jax.grad(lambda q: _mse(apply, q, xs, ys))(p)
-                upd, st = optimizer.update(g, st, p)
-                return (optax.apply_updates(p, upd), st), None
+class _TrainTest(eqx.Module):
+    loss: ModelLoss
 
-            def block(carry, _, apply=apply, step=step):
-                rec = (_mse(apply, carry[0], xs, ys), _mse(apply, carry[0], xt, yt))
-                carry, _ = jax.lax.scan(step, carry, None, length=every)
-                return carry, rec
-
-            (p, _), recs = jax.lax.scan(block, (p0, optimizer.init(p0)), None, length=steps // every)
-            last = (_mse(apply, p, xs, ys), _mse(apply, p, xt, yt))
-            outs.append(tuple(jnp.concatenate([r, l[None]]) for r, l in zip(recs, last)))
-        return outs
-
-    return jax.vmap(one)(params0, xs, ys, xt, yt)
+    def __call__(self, params, args):
+        return self.loss(params, args["train"], None), self.loss(params, args["test"], None)
 
 
 def train_side_by_side(
@@ -208,10 +195,11 @@ def train_side_by_side(
     if len(S) != 1:
         raise ValueError(f"every leaf of `params0`, `train` and `test` must carry the same leading seed axis; "
                          f"got sizes {sorted(S)}.")
-    outs = _side_by_side(params0, xs, ys, xt, yt, applies=applies, optimizer=optimizer, steps=int(steps),
-                         every=int(record_every))
-    return SideBySide(np.arange(0, steps + 1, record_every), tuple(np.asarray(o[0]) for o in outs),
-                      tuple(np.asarray(o[1]) for o in outs))
+    runs = [run_trainer(ModelLoss(apply), p0, optimizer, num_steps=int(steps), data=(xs, ys),
+                  args={"train": (xs, ys), "test": (xt, yt)}, record=_TrainTest(ModelLoss(apply)),
+                  record_every=int(record_every), vmap=("params", "data", "args"), on_divergence="ignore")
+            for apply, p0 in zip(applies, params0)]
+    return SideBySide(runs[0].steps, tuple(r.record[0] for r in runs), tuple(r.record[1] for r in runs))
 
 
 def teacher_data(arch, teacher_Ws, keys, n_train: int, n_test: int) -> tuple[tuple, tuple]:

@@ -6,6 +6,7 @@ from ._model import check_order_parameter as check_order_parameter
 from ._model import outputs as outputs
 from ._model import residuals as residuals
 from ._model import mse_loss as mse_loss
+from ._model import mse as mse
 from ._model import h_matrix as h_matrix
 from ._model import flow_field as flow_field
 from ._ntk import ntk as ntk

@@ -87,8 +87,20 @@ def residuals(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = N
     return outputs(M, data, mu=mu) - data.ys
 
 
+def mse(predictions: Float[ArrayLike, "m *o"], targets: Float[ArrayLike, "m *o"]) -> Float[Array, ""]:
+    r"""THE loss convention of the package (Eq. 26, no factor ½), for scalar and vector outputs alike:
+    $\mathcal L = \frac1m\sum_\mu\|f(x_\mu) - y_\mu\|^2$, the **mean over samples** (axis 0) of the squared
+    error **summed over outputs** (every other axis). For scalar outputs this is the paper's
+    $\frac1m\sum_\mu\Delta_\mu^2$; for $o$ outputs it is the loss of App. B.2 (one $A^{(o)}$ per output), whose
+    flow is Eq. (28) with $H = \frac4m\sum_{\mu, o}\Delta_{\mu o}A^{(o)}(x_\mu)$. Averaging over outputs instead
+    would rescale time by $o$. Every trainer of :mod:`nqf.dynamics` minimises this."""
+    r = jnp.reshape(jnp.asarray(predictions) - jnp.asarray(targets), (jnp.shape(targets)[0], -1))
+    return jnp.mean(jnp.sum(r**2, axis=1))
+
+
 def mse_loss(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = None) -> Float[Array, ""]:
-    r"""The paper's loss $\frac1m\sum_\mu \Delta_\mu^2$ (Eq. 26), no factor ½."""
+    r"""The paper's loss $\frac1m\sum_\mu \Delta_\mu^2$ (Eq. 26), no factor ½, of the NQF at $(M, \mu)$
+    (:func:`mse` of its outputs)."""
     return jnp.mean(residuals(M, data, mu=mu) ** 2)
 
 

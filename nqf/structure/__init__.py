@@ -28,3 +28,6 @@ from ._pytree import weight_apply as weight_apply
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._pytree import pytree_structure_report as pytree_structure_report
 from ._autodiff import structure_reports as structure_reports
+from ._matrix_free import HypothesisCheck as HypothesisCheck
+from ._matrix_free import check_hypotheses as check_hypotheses
+from ._matrix_free import nqf_output as nqf_output

@@ -29,10 +29,8 @@ from jaxtyping import Array, Float
 
 from .._types import Input
 from ._autodiff import StructureReport, structure_matrix, structure_report
-
-
-def _is_axis_leaf(a) -> bool:
-    return a is None or isinstance(a, (int, np.integer))
+from ._matrix_free import _call_module as _call
+from ._neurons import neuron_leaves
 
 
 class NeuronLayout(NamedTuple):
@@ -68,41 +66,18 @@ def neuron_weights(params: Any, neuron_axes: Any) -> tuple[Float[Array, "p d"], 
     Returns:
         ``(W, layout)``; ``layout.unflatten(W)`` inverts the packing (at any width).
     """
-    if _is_axis_leaf(neuron_axes):
-        axes = jax.tree_util.tree_map(lambda _: neuron_axes, params)
-    else:
-        try:
-            axes = jax.tree_util.tree_map(lambda a, sub: jax.tree_util.tree_map(lambda _: a, sub),
-                                          neuron_axes, params, is_leaf=_is_axis_leaf)
-        except ValueError as err:
-            raise ValueError("`neuron_axes` must be a prefix of `params` (as vmap's in_axes are of its "
-                             f"arguments), with ints or None at its leaves; {err}") from err
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    flat_axes = treedef.flatten_up_to(axes)
-    index, ax, shapes, cols, sizes = [], [], [], [], []
+    leaves, treedef, flat_axes, d = neuron_leaves(params, neuron_axes, "params")
+    index, ax, shapes, cols = [], [], [], []
     for i, (leaf, a) in enumerate(zip(leaves, flat_axes)):
         if a is None:
             continue
-        if not isinstance(a, (int, np.integer)):
-            raise ValueError(f"`neuron_axes` leaf {i} must be an int or None; got {a!r}.")
-        if not eqx.is_inexact_array(leaf):
-            raise ValueError(f"`neuron_axes` gives axis {a} to leaf {i}, which is not a float array "
-                             f"({type(leaf).__name__}); give it None.")
-        if not -leaf.ndim <= a < leaf.ndim:
-            raise ValueError(f"neuron axis {a} is out of range for leaf {i} of shape {leaf.shape}.")
-        a = int(a) % leaf.ndim
         moved = jnp.moveaxis(leaf, a, -1)
         index.append(i)
         ax.append(a)
         shapes.append(tuple(moved.shape[:-1]))
-        sizes.append(moved.shape[-1])
         cols.append(jnp.reshape(moved, (-1, moved.shape[-1])))
-    if not cols:
-        raise ValueError("`neuron_axes` marks no leaf of `params` as a neuron leaf (every axis is None).")
-    if len(set(sizes)) != 1:
-        raise ValueError(f"every neuron leaf must have the same number of neurons along its neuron axis; got {sizes}.")
     W = jnp.concatenate(cols, axis=0)
-    layout = NeuronLayout(params, treedef, tuple(index), tuple(ax), tuple(shapes), int(W.shape[0]), int(sizes[0]))
+    layout = NeuronLayout(params, treedef, tuple(index), tuple(ax), tuple(shapes), int(W.shape[0]), d)
     return W, layout
 
 
@@ -124,10 +99,6 @@ def _prepare(apply, params, neuron_axes):
         raise ValueError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
     _, layout = neuron_weights(params, neuron_axes)
     return weight_apply(apply, layout), layout
-
-
-def _call(m, x):
-    return m(x)
 
 
 def pytree_structure_matrix(

@@ -1,0 +1,336 @@
+r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser.
+
+Every run of the package that trains weights (a module beside its NQF, online SGD on a teacher,
+several models side by side, the Fourier MLP of Fig. 5, plain GD on $W$) is a configuration of
+:func:`train`:
+
+* the **loss** ``loss(params, batch, args) -> scalar`` and what to **record**
+  ``record(params, args) -> pytree`` are static callables (module-level functions or
+  ``equinox.Module`` values, hashable by value), so the compiled program is cached on *what* they are;
+* data reach the program through arguments (``data``, ``batches``, ``key``, ``args``), never through
+  closures: a new dataset of the same shapes compiles nothing;
+* the optimiser is an :class:`Optimizer` value (:func:`optimizer`), whose numeric hyperparameters
+  (learning rate, momentum, ...) are traced: a new learning rate compiles nothing. A plain
+  ``optax.GradientTransformation`` is accepted too; it is static, so a new one compiles again.
+
+The loss convention of the package is :func:`nqf.model.mse` (Eq. 26): the mean over samples of the
+squared error summed over outputs. Step $k$ of a run at learning rate $\eta$ is flow time
+$t = \eta k$ of the gradient flow of that loss.
+
+A run whose loss becomes non-finite is reported, never silent: :class:`Training` carries
+``diverged`` and ``first_nonfinite``, and :func:`train` warns (or raises, ``on_divergence="raise"``)
+naming the learning rate.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .._checks import check_callable
+from .._checks import check_int
+from .._checks import check_key
+from .._checks import check_option
+from .._checks import check_optimizer
+
+VMAPPABLE = ("params", "data", "batches", "key", "args")
+
+
+# ------------------------------------------------------------------ optimisers as values
+class Optimizer(eqx.Module):
+    """An optax optimiser as a value: the factory and its non-numeric options are static, the
+    numeric hyperparameters are arrays (traced), so a new learning rate reuses the compiled run.
+
+    Build one with :func:`optimizer`; :meth:`build` returns the ``optax.GradientTransformation``.
+    """
+
+    factory: Callable = eqx.field(static=True)
+    numeric: dict
+    options: tuple = eqx.field(static=True)
+
+    def build(self) -> optax.GradientTransformation:
+        """The optax transformation (inside a trace its numeric hyperparameters are tracers)."""
+        return self.factory(**self.numeric, **dict(self.options))
+
+    @property
+    def learning_rate(self) -> float | None:
+        """The learning rate, if the optimiser has one (for messages)."""
+        lr = self.numeric.get("learning_rate")
+        return None if lr is None else float(lr)
+
+
+def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> Optimizer:
+    r"""An optax optimiser whose learning rate (and other numeric hyperparameters) are traced.
+
+    ``optimizer("sgd", 0.1)`` is ``optax.sgd(0.1)``, ``optimizer("sgd", 0.1, momentum=0.9)`` heavy-ball
+    momentum, ``optimizer("adam", 1e-3)`` Adam; any optax factory (``optax.adamw``) may be given instead
+    of its name. Numbers become traced arrays; booleans, strings and ``None`` stay static options.
+    """
+    if isinstance(name, str):
+        factory = getattr(optax, name, None)
+        if not callable(factory) or name.startswith("_"):
+            raise ValueError(f"`name` must name an optax optimiser such as 'sgd' or 'adam'; got {name!r}.")
+    else:
+        factory = check_callable("name", name, "an optax optimiser factory or its name")
+    numeric, options = {}, []
+    for k, v in {"learning_rate": learning_rate, **hyperparams}.items():
+        if isinstance(v, (bool, np.bool_)) or v is None or isinstance(v, str) or callable(v):
+            options.append((k, v))
+        elif isinstance(v, numbers.Real) or (hasattr(v, "dtype") and np.shape(v) == ()):
+            if not np.isfinite(float(v)):
+                raise ValueError(f"`{k}` must be a finite number; got {v!r}.")
+            numeric[k] = jnp.asarray(float(v))
+        else:
+            raise TypeError(f"`{k}` must be a number, a bool, a string or None; got {type(v).__name__}.")
+    lr = numeric.get("learning_rate")
+    if lr is None or not float(lr) > 0:
+        raise ValueError(f"`learning_rate` must be a positive number; got {learning_rate!r}.")
+    opt = Optimizer(factory, numeric, tuple(options))
+    try:
+        jax.eval_shape(lambda o: o.build().init(jnp.zeros(2)), opt)
+    except TypeError as err:
+        raise TypeError(f"optax.{getattr(factory, '__name__', factory)} does not accept these "
+                        f"hyperparameters {sorted(numeric) + [k for k, _ in options]}: {err}") from err
+    return opt
+
+
+class _Fixed(eqx.Module):
+    tx: Any = eqx.field(static=True)
+
+    def build(self) -> optax.GradientTransformation:
+        return self.tx
+
+    @property
+    def learning_rate(self) -> float | None:
+        return None
+
+
+def as_optimizer(name: str, opt) -> Optimizer | _Fixed:
+    """An :class:`Optimizer`, or a plain optax transformation wrapped as a (static) value."""
+    if isinstance(opt, (Optimizer, _Fixed)):
+        return opt
+    check_optimizer(name, opt)
+    return _Fixed(opt)
+
+
+# ------------------------------------------------------------------ how a step's batch is chosen
+class FullBatch(eqx.Module):
+    """Every step sees all of ``data``."""
+
+    def __call__(self, data, inp, args):
+        return data
+
+
+class IndexBatch(eqx.Module):
+    """Step ``k`` sees the rows ``batches[k]`` of every leaf of ``data``."""
+
+    def __call__(self, data, idx, args):
+        return jax.tree_util.tree_map(lambda a: a[idx], data)
+
+
+class Sampled(eqx.Module):
+    """Step ``k`` sees ``sample(key_k, args)``: fresh samples each step (online SGD)."""
+
+    sample: Callable = eqx.field(static=True)
+
+    def __call__(self, data, key, args):
+        return self.sample(key, args)
+
+
+# ------------------------------------------------------------------ the one loop
+def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_steps, every):
+    tx = opt.build()
+    n_blocks = num_steps // every
+    if isinstance(select, Sampled):
+        stream = jax.random.split(key, num_steps)
+    elif isinstance(select, IndexBatch):
+        stream = batches
+    else:
+        stream = None
+    if stream is not None:
+        stream = jax.tree_util.tree_map(lambda a: jnp.reshape(a, (n_blocks, every) + a.shape[1:]), stream)
+
+    def step(carry, inp):
+        params, state = carry
+        value, grads = jax.value_and_grad(loss)(params, select(data, inp, args), args)
+        updates, state = tx.update(grads, state, params)
+        return (optax.apply_updates(params, updates), state), value
+
+    def block(carry, inp):
+        rec = None if record is None else record(carry[0], args)
+        carry, values = jax.lax.scan(step, carry, inp, length=every)
+        return carry, (rec, values)
+
+    (params, _), (recs, values) = jax.lax.scan(block, (params0, tx.init(params0)), stream, length=n_blocks)
+    if record is not None:
+        last = record(params, args)
+        recs = jax.tree_util.tree_map(lambda r, l: jnp.concatenate([r, l[None]]), recs, last)
+    return params, recs, jnp.reshape(values, (-1,))
+
+
+@eqx.filter_jit
+def _run(loss, record, select, opt, params0, data, batches, key, args, num_steps, every, axes):
+    def one(params0, data, batches, key, args):
+        return _scan(loss, record, select, opt, params0, data, batches, key, args,
+                     num_steps=num_steps, every=every)
+
+    if not axes:
+        return one(params0, data, batches, key, args)
+    in_axes = tuple(0 if name in axes else None for name in VMAPPABLE)
+    return jax.vmap(one, in_axes=in_axes)(params0, data, batches, key, args)
+
+
+# ------------------------------------------------------------------ the public function
+class Training(NamedTuple):
+    """The result of :func:`train`. With ``vmap``, arrays carry the leading run axis ``S``."""
+
+    steps: np.ndarray  #: (T,) recorded steps 0, every, ..., num_steps
+    params: Any  #: final parameters
+    record: Any  #: what ``record`` returned, each leaf ``(*S, T, ...)`` (``None`` without ``record``)
+    batch_loss: np.ndarray  #: (*S, num_steps) loss on each step's batch, before the step
+    diverged: np.ndarray  #: (*S,) bool: the loss became non-finite
+    first_nonfinite: np.ndarray  #: (*S,) first step with a non-finite loss (-1: none)
+
+
+def _traced_floats(tree):
+    """Python floats in ``args`` become arrays (else ``filter_jit`` would make them static)."""
+    return jax.tree_util.tree_map(
+        lambda a: jnp.asarray(a) if isinstance(a, float) else a, tree)
+
+
+def _check_params(name: str, params) -> None:
+    leaves = jax.tree_util.tree_leaves(params)
+    if not leaves:
+        raise ValueError(f"`{name}` must contain at least one array; got an empty pytree.")
+    for leaf in leaves:
+        if isinstance(leaf, (jax.Array, np.ndarray)) or isinstance(leaf, numbers.Number):
+            dtype = jnp.result_type(leaf)
+            if not jnp.issubdtype(dtype, jnp.floating):
+                raise TypeError(f"`{name}` leaves must be floating-point arrays (the trainer differentiates "
+                                f"them); got a leaf of dtype {dtype} (cast it, e.g. W.astype(float)).")
+            if not isinstance(leaf, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(leaf))):
+                raise ValueError(f"`{name}` must be finite; got NaN/inf entries in a leaf of shape "
+                                 f"{jnp.shape(leaf)}.")
+
+
+def _leading(name: str, tree) -> int:
+    sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(tree)}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"every leaf of `{name}` must carry the same leading run axis (vmap); got "
+                         f"leading sizes {sorted(map(str, sizes))}.")
+    return sizes.pop()
+
+
+def train(
+    loss: Callable,
+    params0: Any,
+    optimizer: Any,
+    *,
+    num_steps: int,
+    data: Any = None,
+    batches: Any = None,
+    sample: Callable | None = None,
+    key: Any = None,
+    record: Callable | None = None,
+    args: Any = None,
+    record_every: int = 1,
+    vmap: tuple[str, ...] = (),
+    on_divergence: str = "warn",
+) -> Training:
+    r"""Minimise ``loss`` over ``params0`` with one optax optimiser; the whole run is one jitted scan.
+
+    Args:
+        loss: ``loss(params, batch, args) -> scalar``, a module-level function or an ``equinox.Module``
+            (static: the compiled run is cached on it).
+        params0: initial parameters, any pytree of float arrays.
+        optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
+            ``GradientTransformation``.
+        num_steps: number of optimiser steps.
+        data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
+        batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step.
+        sample: ``sample(key, args) -> batch`` for fresh samples at every step (needs ``key``).
+        key: PRNG key split into one key per step for ``sample``.
+        record: ``record(params, args) -> pytree``, recorded every ``record_every`` steps and after the
+            last (``num_steps // record_every + 1`` records).
+        args: arrays both ``loss`` and ``record`` see (probe sets, teacher weights, frozen leaves).
+        record_every: recording interval (must divide ``num_steps``).
+        vmap: names among ``("params", "data", "batches", "key", "args")`` that carry a leading run
+            axis ``S``: the runs are vmapped in the same compiled program.
+        on_divergence: ``"warn"`` (default), ``"raise"`` (``RuntimeError``) or ``"ignore"`` when the loss
+            becomes non-finite.
+
+    Returns:
+        a :class:`Training`.
+    """
+    check_callable("loss", loss, "a callable loss(params, batch, args)")
+    if record is not None:
+        check_callable("record", record, "a callable record(params, args)")
+    opt = as_optimizer("optimizer", optimizer)
+    num_steps = check_int("num_steps", num_steps)
+    every = check_int("record_every", record_every)
+    if num_steps % every:
+        raise ValueError(f"`record_every` must divide `num_steps` = {num_steps}; got {every}.")
+    check_option("on_divergence", on_divergence, ("warn", "raise", "ignore"))
+    vmap = (vmap,) if isinstance(vmap, str) else tuple(vmap)
+    for name in vmap:
+        check_option("vmap", name, VMAPPABLE)
+    if sample is not None and batches is not None:
+        raise ValueError("give `batches` (rows of `data`) or `sample` (fresh samples), not both.")
+    if sample is not None:
+        check_callable("sample", sample, "a callable sample(key, args)")
+        if key is None:
+            raise ValueError("`key` is required with `sample` (one PRNG key, split into one per step).")
+        if "key" not in vmap:
+            check_key("key", key)
+        select = Sampled(sample)
+    elif batches is not None:
+        batches = jnp.asarray(batches)
+        lead = 1 if "batches" in vmap else 0
+        if batches.ndim != 2 + lead or batches.shape[lead] != num_steps or \
+                not jnp.issubdtype(batches.dtype, jnp.integer):
+            raise ValueError(f"`batches` must be an int array (num_steps, b) = ({num_steps}, *) of row "
+                             f"indices{' with a leading run axis' if lead else ''}; got {batches.dtype} array "
+                             f"of shape {batches.shape}.")
+        if data is None:
+            raise ValueError("`batches` index the rows of `data`; `data` is None.")
+        m = {np.shape(leaf)[1 if 'data' in vmap else 0] for leaf in jax.tree_util.tree_leaves(data)}
+        if len(m) == 1:
+            m = m.pop()
+            if int(batches.min()) < 0 or int(batches.max()) >= m:
+                raise ValueError(f"`batches` indices must lie in [0, {m}) (the rows of `data`); got range "
+                                 f"[{int(batches.min())}, {int(batches.max())}].")
+        select = IndexBatch()
+    else:
+        select = FullBatch()
+    _check_params("params0", params0)
+    args = _traced_floats(args)
+    sizes = {_leading(name, value) for name, value in
+             (("params0", params0), ("data", data), ("batches", batches), ("key", key), ("args", args))
+             if name.rstrip("0") in vmap}
+    if len(sizes) > 1:
+        raise ValueError(f"the vmapped arguments {vmap} must share one leading run axis; got sizes {sorted(sizes)}.")
+    params, recs, values = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
+                                every, vmap)
+    values = np.asarray(values)
+    bad = ~np.isfinite(values)
+    diverged = bad.any(axis=-1)
+    first = np.where(diverged, np.argmax(bad, axis=-1), -1)
+    if diverged.any() and on_divergence != "ignore":
+        lr = opt.learning_rate
+        where = f"learning rate {lr:g}" if lr is not None else "this optimiser"
+        msg = (f"training diverged: the loss is non-finite from step {int(first[diverged].min())} "
+               f"({int(diverged.sum())} of {diverged.size} runs) at {where}; lower the learning rate or the "
+               f"initial scale.")
+        if on_divergence == "raise":
+            raise RuntimeError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)
+    return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first)

@@ -1,0 +1,149 @@
+r"""The NQF of a module evaluated matrix-free, and Theorem 1's hypotheses measured without a Hessian.
+
+Theorem 1 (Eq. 2) says that near small weights a module of interchangeable neurons is its neural
+quadratic form, $f_x(W) = f_x(0) + \mathrm{Tr}[WW^\top A(x)] + O(\|W\|^3)$, with one $A^{(o)}(x)$ per
+output for vector outputs (App. B.2, Cor. 1). Under ZGZ (Property 1) the gradient at 0 and the
+cross-neuron Hessian blocks vanish (Eq. 54), so $\mathrm{Tr}[WW^\top A(x)] = \tfrac12 D^2 f_x(0)[W, W]$,
+the second directional derivative of the module at $0$ along $W$ (two nested ``jax.jvp``): no
+$p\times p$ matrix is built. :func:`check_hypotheses` measures the hypotheses that make this true
+(permutation symmetry, ZGZ, smoothness at 0) with Hessian-vector products only, the same three tests
+as :func:`nqf.structure.structure_report` (which builds the full Hessian).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._checks import check_key
+from ..architectures._base import Architecture
+from ._neurons import map_neurons
+from ._neurons import split_params
+
+
+def _module_out(apply, tr, frozen, x):
+    return apply(eqx.combine(tr, frozen), x)
+
+
+def _nqf_out(apply, tr, frozen, x):
+    r"""$f_x(0) + \tfrac12 D^2 f_x(0)[W, W]$ in the neuron leaves (frozen leaves fixed): the NQF (Eq. 2)."""
+    g = lambda t: apply(eqx.combine(jax.tree_util.tree_map(lambda w: t * w, tr), frozen), x)  # noqa: E731
+    first = lambda t: jax.jvp(g, (t,), (jnp.ones_like(t),))  # noqa: E731
+    t0 = jnp.zeros((), jax.tree_util.tree_leaves(tr)[0].dtype)
+    (f0, _), (_, d2) = jax.jvp(first, (t0,), (jnp.ones_like(t0),))
+    return f0 + 0.5 * d2
+
+
+def nqf_output(module: Architecture | Callable, W: Any, x: Any, *, neuron_axes: Any = 1) -> Array:
+    r"""The NQF of a module at weights ``W``, matrix-free: $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$ (Eq. 2).
+
+    Evaluated as $f_x(0) + \frac12 D^2f_x(0)[W, W]$ (two nested ``jax.jvp``), which equals Eq. (2) when ZGZ
+    holds (Property 1: no gradient and no cross-neuron Hessian block at 0, Eq. 54); one value per output.
+    ``module`` is an :class:`~nqf.architectures.Architecture` (``W`` of shape ``(p, d)``) or a callable
+    ``apply(params, x)`` with ``neuron_axes`` as in :func:`compare_with_nqf`. Leaves with axis ``None``
+    are not expanded (they keep their values).
+    """
+    apply = module.apply if isinstance(module, Architecture) else module
+    tr, frozen, _, _ = split_params(W, 1 if isinstance(module, Architecture) else neuron_axes)
+    return _nqf_out(apply, tr, frozen, x)
+
+
+class HypothesisCheck(NamedTuple):
+    """Matrix-free measurements of Theorem 1's hypotheses at one input."""
+
+    permutation_residual: float  #: relative |f(W) - f(W sigma)| at a random W (Def. 1)
+    zgz_residual: float  #: |grad wrt neuron 1| / |grad| at a random W with neuron 1 zeroed (Property 1)
+    smooth_ratio: float  #: Taylor ratio |r(h)|/|r(h/2)| of the gradient at 0 (C^3: >= 4; kink: 2)
+    finite: bool
+
+
+@eqx.filter_jit
+def _probe(apply, tr, frozen, x, key, ax_leaves, d):
+    """One jitted pass of :func:`check_hypotheses` (``apply`` is an argument: compiled once per module)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tr)
+    keys = jax.random.split(key, 2 * len(leaves) + 1)
+    W = jax.tree_util.tree_unflatten(
+        treedef, [0.5 * jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)])
+    V = jax.tree_util.tree_unflatten(
+        treedef, [jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)])
+    vn = jnp.sqrt(sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(V)))
+    V = jax.tree_util.tree_map(lambda v: v / vn, V)
+    out0 = _module_out(apply, W, frozen, x)
+    c = jax.random.normal(keys[-1], jnp.shape(out0), out0.dtype)
+    F = lambda w: jnp.sum(c * _module_out(apply, w, frozen, x))  # noqa: E731
+    perm = jnp.roll(jnp.arange(d), 1)
+    Wp = map_neurons(W, ax_leaves, lambda l, a: jnp.take(l, perm, axis=a))
+    f, fp = _module_out(apply, W, frozen, x), _module_out(apply, Wp, frozen, x)
+    perm_res = jnp.max(jnp.abs(f - fp)) / jnp.maximum(jnp.max(jnp.abs(f)), 1e-300)
+    Wz = map_neurons(W, ax_leaves, lambda l, a: jnp.moveaxis(jnp.moveaxis(l, a, 0).at[0].set(0.0), 0, a))
+    gz = jax.grad(F)(Wz)
+    g_first = jnp.sqrt(sum(jnp.sum(jnp.take(g, 0, axis=a) ** 2)
+                           for g, a in zip(jax.tree_util.tree_leaves(gz), ax_leaves)))
+    g_all = jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree_util.tree_leaves(gz)))
+    zero = jax.tree_util.tree_map(jnp.zeros_like, W)
+    g0, HV = jax.jvp(jax.grad(F), (zero,), (V,))
+    norm = lambda t: jnp.sqrt(sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(t)))  # noqa: E731
+
+    def resid(h):
+        gh = jax.grad(F)(jax.tree_util.tree_map(lambda v: h * v, V))
+        return norm(jax.tree_util.tree_map(lambda a, b, c_: a - b - h * c_, gh, g0, HV)), norm(gh)
+
+    h = jnp.asarray(1e-3 if jnp.finfo(out0.dtype).eps < 1e-10 else 3e-2, out0.dtype)
+    rs = [resid(s * h) for s in (1.0, 0.5, -1.0, -0.5)]
+    finite = jnp.isfinite(norm(g0)) & jnp.isfinite(norm(HV)) & jnp.isfinite(f).all()
+    return perm_res, g_first / jnp.maximum(g_all, 1e-300), rs, norm(g0), norm(HV), h, finite
+
+
+def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -> HypothesisCheck:
+    r"""Measure Theorem 1's hypotheses for ``apply(W, x)`` at one input, without building a Hessian.
+
+    * permutation symmetry (Def. 1): $f(W)$ against $f(W\sigma)$ at a random $W$ (cyclic shift of the
+      neurons along every neuron axis);
+    * ZGZ (Property 1): the gradient with respect to a neuron whose weights are zero, at a random $W$;
+    * smoothness at 0 ($C^3$): the Taylor residual of the gradient along a random direction,
+      $r(t) = \nabla f(tV) - \nabla f(0) - tHV$, is $O(t^2)$ for a $C^3$ module (ratio
+      $|r(h)|/|r(h/2)| \ge 4$) and $O(t)$ at a kink such as ReLU (ratio 2); autodiff returns a
+      one-sided second derivative at a kink, so without this test a ReLU module would get a wrong $A$.
+
+    The same tests as :func:`nqf.structure.structure_report`, here with Hessian-vector products only.
+    """
+    tr, frozen, ax_leaves, d = split_params(W, neuron_axes)
+    key = jax.random.PRNGKey(0) if key is None else key
+    perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, key, ax_leaves, d)
+    eps = float(jnp.finfo(jnp.asarray(h).dtype).eps)
+    ratio = math.inf
+    for i in (0, 2):
+        r_h, n_h = float(rs[i][0]), float(rs[i][1])
+        floor = 1e3 * eps * (n_h + float(g0) + float(h) * float(hv))
+        if r_h > floor:
+            ratio = min(ratio, r_h / max(float(rs[i + 1][0]), 1e-300))
+    return HypothesisCheck(float(perm_res) if d > 1 else 0.0, float(zgz), float(ratio), bool(finite))
+
+
+def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
+    eps_tol = 1e-8
+    if not chk.finite:
+        raise ValueError(f"`module` {name}: derivatives at W = 0 are not finite; Theorem 1 needs a C^3 module.")
+    if chk.smooth_ratio < 3.0:
+        raise ValueError(
+            f"`module` {name} is not smooth at W = 0 (Taylor ratio of the gradient {chk.smooth_ratio:.3g}; a kink "
+            f"such as ReLU gives 2, a C^3 module >= 4): Theorem 1's hypotheses fail and no NQF exists.")
+    if chk.permutation_residual > eps_tol:
+        raise ValueError(
+            f"`module` {name} is not permutation-symmetric in its neurons (relative |f(W) - f(W sigma)| = "
+            f"{chk.permutation_residual:.3g} > {eps_tol:g}): Def. 1 / Theorem 1 do not apply. Check `neuron_axes`.")
+    if chk.zgz_residual > eps_tol:
+        raise ValueError(
+            f"`module` {name} breaks ZGZ (Property 1): the gradient of a zero neuron is {chk.zgz_residual:.3g} of "
+            f"the gradient at a random W (> {eps_tol:g}); its NQF has extra terms (Eq. 20) and this comparison "
+            f"does not apply.")
+
+
+def _call_module(m, x):
+    return m(x)
