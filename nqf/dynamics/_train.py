@@ -1,12 +1,10 @@
-r"""Training dynamics of the NQF: the exact discrete update (Thm 2), the
-gradient flow on $M$ (Eq. 28) and plain optimisation of $W$ for comparison.
+r"""Training of the weights $W$ themselves, for comparison with the NQF: thin configurations of the
+one trainer :func:`nqf.dynamics.train`.
 
-* :func:`nqf_sgd_step` / :func:`nqf_sgd` — SGD written on $(M, \mu)$ alone,
-  Eqs. (23)–(24) with the $\eta^2$ terms.
-* :func:`gradient_flow` — $\dot M = -HM - MH$ with diffrax (Tsit5, adaptive
-  steps, float64), saved on log-spaced times over many decades.
-* :func:`train_weights` — any optax optimiser on any loss of $W$, the whole
-  loop jitted with ``lax.scan`` (GD, SGD, momentum, Adam, ...).
+* :func:`train_weights` — any optax optimiser on any loss ``loss_fn(params, batch)`` of $W$, with a
+  stream of batches (GD, SGD, momentum, Adam, ...).
+* :func:`full_batch_gd` — GD on $W$ for the paper's loss of the NQF (Eq. 26), recording the features
+  and residuals every step (Figs. 3 and 4).
 """
 
 from __future__ import annotations
@@ -14,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Float
+from .._checks import check_callable
+from .._checks import check_int
 from .._checks import check_positive
 from .._checks import check_shape
 from .._types import ArrayLike
@@ -28,25 +28,44 @@ from ..model._model import mse_loss
 from ..model._model import residuals
 from typing import NamedTuple
 
+from ._trainer import optimizer
+from ._trainer import train
+
+
+
+class _LossOfBatch(eqx.Module):
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, params, batch, args):
+        return self.fn(params, batch)
+
+
+class _RecordOf(eqx.Module):
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, params, args):
+        return self.fn(params)
 
 
 def train_weights(
     loss_fn: Callable[[Any, Any], Float[ArrayLike, ""]],
     params0: Any,
-    optimizer: optax.GradientTransformation,
+    optimizer: Any,
     num_steps: int,
     *,
     batches: Any = None,
     record: Callable[[Any], Any] | None = None,
 ) -> tuple[Any, Any]:
-    """Optimise ``loss_fn(params, batch)`` with an optax optimiser, the whole loop
-    jitted with ``lax.scan``.
+    """Optimise ``loss_fn(params, batch)`` with an optax optimiser: :func:`nqf.dynamics.train` with the
+    batches given as data, one per step.
 
     Args:
         loss_fn: scalar loss of the parameters and one batch (``batch`` is a row of
-            ``batches``, or ``None`` for full batch).
+            ``batches``, or ``None`` for full batch). Static: pass the same function object to reuse
+            the compiled run.
         params0: initial parameters (e.g. ``W`` of shape ``(p, d)``).
-        optimizer: e.g. ``optax.sgd(eta)``, ``optax.sgd(eta, momentum=0.9)``, ``optax.adam(eta)``.
+        optimizer: an :class:`~nqf.dynamics.Optimizer` (traced learning rate) or an optax
+            transformation (``optax.sgd(eta)``, ``optax.sgd(eta, momentum=0.9)``, ``optax.adam(eta)``).
         num_steps: number of updates.
         batches: pytree whose leaves have a leading axis of length ``num_steps``.
         record: function of the parameters recorded before every step and after the
@@ -54,40 +73,41 @@ def train_weights(
 
     Returns:
         ``(final_params, history)`` where ``history["loss"]`` has ``num_steps`` entries
-        and ``history["record"]`` (if ``record``) has ``num_steps + 1``.
+        and ``history["record"]`` (if ``record``) has ``num_steps + 1``. A diverging run warns.
     """
-    if int(num_steps) < 1:
-        raise ValueError(f"`num_steps` must be >= 1; got {num_steps!r}.")
+    check_callable("loss_fn", loss_fn, "a callable loss_fn(params, batch)")
+    if record is not None:
+        check_callable("record", record, "a callable record(params)")
+    num_steps = check_int("num_steps", num_steps)
     if batches is not None:
         for leaf in jax.tree_util.tree_leaves(batches):
             if jnp.shape(leaf)[:1] != (num_steps,):
                 raise ValueError(
                     f"`batches` leaves must have leading axis num_steps={num_steps}; got shape {jnp.shape(leaf)}."
                 )
-    xs = batches if batches is not None else jnp.zeros((num_steps,))
-
-    def body(carry, batch):
-        params, state = carry
-        b = batch if batches is not None else None
-        loss, grads = jax.value_and_grad(loss_fn)(params, b)
-        updates, state = optimizer.update(grads, state, params)
-        rec = record(params) if record is not None else None
-        return (optax.apply_updates(params, updates), state), (loss, rec)
-
-    @jax.jit
-    def run(params):
-        (params, _), (losses, recs) = jax.lax.scan(body, (params, optimizer.init(params)), xs)
-        return params, losses, recs
-
-    params, losses, recs = run(params0)
-    history = {"loss": losses}
+    res = train(_LossOfBatch(loss_fn), params0, optimizer, num_steps=num_steps, data=batches,
+                batches=None if batches is None else jnp.arange(num_steps),
+                record=None if record is None else _RecordOf(record))
+    history = {"loss": jnp.asarray(res.batch_loss)}
     if record is not None:
-        last = record(params)
-        history["record"] = jax.tree_util.tree_map(lambda r, l: jnp.concatenate([r, l[None]]), recs, last)
-    return params, history
+        history["record"] = jax.tree_util.tree_map(jnp.asarray, res.record)
+    return res.params, history
 
 
 # ------------------------------------------------------------------ GD on W, and initial scales
+class _NQFWeightLoss(eqx.Module):
+    def __call__(self, W, batch, args):
+        return mse_loss(W @ W.T, args["data"])
+
+
+class _GDRecord(eqx.Module):
+    def __call__(self, W, args):
+        P = args["P"]
+        Mt = P.T @ W @ W.T @ P
+        off = jnp.max(jnp.abs(Mt - jnp.diag(jnp.diag(Mt))))
+        return jnp.diag(Mt), residuals(W @ W.T, args["data"]), off
+
+
 class GDRun(NamedTuple):
     t: np.ndarray  # eta * step
     z: np.ndarray  # features diag(P^T W W^T P), (steps + 1, p)
@@ -100,7 +120,7 @@ def full_batch_gd(
     P: Float[ArrayLike, "p p"] | None = None,
 ) -> GDRun:
     r"""Full-batch gradient descent on $W$ for the paper's loss (Eq. 26), $W \leftarrow W - \eta\nabla_W\mathcal L$
-    (``optax.sgd``, whole loop in ``lax.scan`` via :func:`nqf.train_weights`), recording the
+    (``optax.sgd``, one configuration of :func:`nqf.dynamics.train`), recording the
     features $z_k = (P^\top WW^\top P)_{kk}$ and the residuals at every step; time is $t = \eta\cdot$step.
     ``data`` must satisfy ZGZ (no ``gs``, ``Bs``)."""
     data = require_data(data)
@@ -110,16 +130,12 @@ def full_batch_gd(
     W0 = jnp.asarray(W0, dtype=float)
     check_shape("W0", W0, (p, None), "initial weights (p, d)")
     check_positive("eta", eta)
-    if int(num_steps) < 1:
-        raise ValueError(f"`num_steps` must be >= 1; got {num_steps!r}.")
+    num_steps = check_int("num_steps", num_steps)
     P = jnp.eye(p) if P is None else jnp.asarray(P, dtype=float)
     check_shape("P", P, (p, p), "feature basis (columns)")
 
-    def record(W):
-        Mt = P.T @ W @ W.T @ P
-        off = jnp.max(jnp.abs(Mt - jnp.diag(jnp.diag(Mt))))
-        return jnp.diag(Mt), residuals(W @ W.T, data), off
-
-    _, hist = train_weights(lambda W, _: mse_loss(W @ W.T, data), W0, optax.sgd(eta), int(num_steps), record=record)
+    res = train(_NQFWeightLoss(), W0, optimizer("sgd", float(eta)), num_steps=int(num_steps),
+                args={"data": data, "P": P}, record=_GDRecord())
+    hist = {"record": res.record}
     z, res, off = (np.asarray(v) for v in hist["record"])
     return GDRun(eta * np.arange(num_steps + 1), z, res, float(off.max()))

@@ -255,7 +255,8 @@ def train(
             ``GradientTransformation``.
         num_steps: number of optimiser steps.
         data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
-        batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step.
+        batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step (or
+            ``(num_steps,)``: one row of ``data`` per step, without a batch axis).
         sample: ``sample(key, args) -> batch`` for fresh samples at every step (needs ``key``).
         key: PRNG key split into one key per step for ``sample``.
         record: ``record(params, args) -> pytree``, recorded every ``record_every`` steps and after the
@@ -294,9 +295,9 @@ def train(
     elif batches is not None:
         batches = jnp.asarray(batches)
         lead = 1 if "batches" in vmap else 0
-        if batches.ndim != 2 + lead or batches.shape[lead] != num_steps or \
+        if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
                 not jnp.issubdtype(batches.dtype, jnp.integer):
-            raise ValueError(f"`batches` must be an int array (num_steps, b) = ({num_steps}, *) of row "
+            raise ValueError(f"`batches` must be an int array (num_steps,) or (num_steps, b) = ({num_steps}, *) of row "
                              f"indices{' with a leading run axis' if lead else ''}; got {batches.dtype} array "
                              f"of shape {batches.shape}.")
         if data is None:
