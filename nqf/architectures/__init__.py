@@ -55,14 +55,11 @@ from ._fourier import fourier_mlp as fourier_mlp
 from ._fourier import fourier_features as fourier_features
 from ._fourier import fourier_scales as fourier_scales
 from ._fourier import fourier_mlp_batch as fourier_mlp_batch
-from ._fourier import fourier_gd as fourier_gd
 from ._fourier import raw_tanh_mlp as raw_tanh_mlp
-from ._fourier import raw_mlp_gd as raw_mlp_gd
 from ._deep import DeepArchitecture as DeepArchitecture
 from ._deep import DeepMLP as DeepMLP
 from ._deep import DeepAttention as DeepAttention
 from ._deep import MeanQueryAttention as MeanQueryAttention
 from ._deep import deep_mlp as deep_mlp
 from ._deep import deep_attention as deep_attention
-from ._fourier import fourier_nqf_gd as fourier_nqf_gd
 from ._modules import gaussian_linear_part as gaussian_linear_part
