@@ -1,5 +1,7 @@
 """Shared test data and conventions (imported by the test modules; pytest puts tests/ on sys.path)."""
 
+import contextlib
+
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import TypeCheckError
@@ -19,3 +21,29 @@ def general_nqf_data(seed=0, m=6, p=4):
     f0 = 0.1 * rng.normal(size=m)
     ys = rng.normal(size=m)
     return [jnp.asarray(a) for a in (As, Bs, gs, f0, ys)]
+
+
+# ----------------------------------------------------------------------------- THE compile counter
+LOWERING = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+
+
+@contextlib.contextmanager
+def count_compilations():
+    """Yield a list that collects one entry per compilation (lowering to MLIR) inside the block.
+
+    Lowering runs on every cache miss of ``jax.jit`` (also when the persistent cache then finds the
+    executable on disk), so a second call that reuses the compiled program adds nothing.
+    """
+    import jax
+
+    seen: list[float] = []
+
+    def listener(event: str, duration: float, **_) -> None:
+        if event == LOWERING:
+            seen.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

@@ -7,7 +7,6 @@ miss of jax's in-memory compilation cache, whether or not the persistent cache
 optax's ``test_utils.log_compilations``.
 """
 
-import contextlib
 import time
 
 import jax
@@ -22,26 +21,7 @@ import nqf  # noqa: E402
 from nqf.architectures import TABLE1, TABLE3, table1_architectures  # noqa: E402
 from nqf.architectures import custom_architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
 from nqf.structure import structure_error, structure_matrix, structure_stack  # noqa: E402
-from helpers import BAD_INPUT  # noqa: E402
-
-LOWERING = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-
-
-@contextlib.contextmanager
-def count_compilations():
-    """Yield a list that collects one entry per compilation (lowering) inside the block."""
-    seen: list[float] = []
-
-    def listener(event: str, duration: float, **_) -> None:
-        if event == LOWERING:
-            seen.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield seen
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
-
+from helpers import BAD_INPUT, count_compilations  # noqa: E402
 
 def _inputs(arch, seed, m=None):
     if m is None:

@@ -284,7 +284,15 @@ case("gradient_flow max_steps=10.5", TypeError, "max_steps")(
     lambda: dynamics.gradient_flow(M0, DATA, TS, max_steps=10.5))
 case("gradient_flow data not NQFData", TypeError, "data")(
     lambda: dynamics.gradient_flow(M0, (jnp.ones((4, 3, 3)), jnp.ones(4)), TS))
-case("gradient_flow_batch M0s 2-d", BAD_INPUT, "M0s")(lambda: dynamics.gradient_flow_batch(M0, DATA, TS))
+case("gradient_flow M0 4-d", BAD_INPUT, "M0")(lambda: dynamics.gradient_flow(M0[None, None], DATA, TS))
+case("gradient_flow batch max_steps=0", ValueError, "max_steps")(
+    lambda: dynamics.gradient_flow(M0[None], DATA, TS, max_steps=0))
+case("gradient_flow batch M0 not PSD", ValueError, "M0")(
+    lambda: dynamics.gradient_flow(_sym_not_psd()[None], DATA, TS))
+case("gradient_flow progress not bool", TypeError, "progress")(
+    lambda: dynamics.gradient_flow(M0, DATA, TS, progress="yes"))
+case("gradient_flow mesh without a batch", ValueError, "mesh")(
+    lambda: dynamics.gradient_flow(M0, DATA, TS, mesh=dynamics.batch_mesh()))
 case("log_times n=1 silent", ValueError, "n")(lambda: dynamics.log_times(10.0, n=1))
 case("log_times n=0", ValueError, "n")(lambda: dynamics.log_times(10.0, n=0))
 case("log_times n=2.5", TypeError, "n")(lambda: dynamics.log_times(10.0, n=2.5))
@@ -309,7 +317,7 @@ case("train_weights record not callable", TypeError, "record")(
     lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 5, record=1))
 case("compare_with_nqf optimizer string", TypeError, "optimizer")(
     lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
-case("compare_with_nqf steps=0", ValueError, "steps")(
+case("compare_with_nqf num_steps=0", ValueError, "num_steps")(
     lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, optax.sgd(0.1), 0))
 case("compare_with_nqf key=42", TypeError, "key")(
     lambda: dynamics.compare_with_nqf(_mlp(), 0.1 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)),

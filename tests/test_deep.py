@@ -9,9 +9,9 @@ import optax
 import pytest
 
 from nqf.architectures import deep_attention, deep_mlp
-from nqf.dynamics import same_statistics, train_weights, weights_from_statistics
-from nqf.model import (compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, deep_nqf_sgd,
-                       deep_nqf_sgd_step, layer_statistics, scale_forms)
+from nqf.dynamics import (deep_nqf_gd, deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, train_weights,
+                          weights_from_statistics)
+from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
 
 from helpers import BAD_INPUT
 
@@ -226,3 +226,20 @@ def test_weight_forms_of_the_fig8_models(arch, widths):
     np.testing.assert_allclose(arch.one_layer_nqf(W1, x), dense, rtol=1e-12)
     from nqf.structure import nqf_output
     np.testing.assert_allclose(nqf_output(arch.one_layer, W1, x), dense, rtol=1e-10, atol=1e-14)
+
+
+def test_deep_nqf_gd_is_layerwise_gradient_descent():
+    """deep_nqf_gd = W_l <- W_l - eta_l grad_l L, step by step (a hand-written loop), outputs before each step."""
+    arch = MLP
+    kW, kX = jax.random.split(jax.random.PRNGKey(3))
+    Ws = tuple(0.2 * jax.random.normal(k, (p, 4)) for k, p in zip(jax.random.split(kW, 2), arch.ps))
+    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, 12))
+    ys = jnp.sin(xs[:, 0])
+    etas = (0.05, 0.02)
+    out = deep_nqf_gd(Ws, arch.forms, xs, ys, eta=etas, num_steps=4)
+    W = Ws
+    for k in range(4):
+        ref = jax.vmap(lambda x: deep_nqf_apply(W, arch.forms, x))(xs)
+        np.testing.assert_allclose(out[k], ref, rtol=1e-12, atol=1e-14)
+        g = jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), arch.forms, xs, ys))(W)
+        W = tuple(w - e * gg for w, e, gg in zip(W, etas, g))

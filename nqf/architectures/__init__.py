@@ -10,9 +10,6 @@ from ._attention_rows import tied_qk_attention as tied_qk_attention
 from ._attention_rows import mha_slices as mha_slices
 from ._attention_rows import mha_quartic_term as mha_quartic_term
 from ._base import Architecture as Architecture
-from ._base import check_weights as check_weights
-from ._base import check_input as check_input
-from ._base import check_activation as check_activation
 from ._base import feedforward_structure as feedforward_structure
 from ._modules import two_layer_mlp as two_layer_mlp
 from ._modules import cnn as cnn
@@ -35,31 +32,14 @@ from ._registry import REGISTRY as REGISTRY
 from ._registry import TABLE1 as TABLE1
 from ._base import CustomArchitecture as CustomArchitecture
 from ._base import custom_architecture as custom_architecture
-from ._modules import TwoLayerMLP as TwoLayerMLP
-from ._modules import CNN as CNN
-from ._modules import MixtureOfExperts as MixtureOfExperts
-from ._modules import PhaseRetrieval as PhaseRetrieval
-from ._modules import DiagonalLinearNetwork as DiagonalLinearNetwork
-from ._attention import MultiHeadAttention as MultiHeadAttention
-from ._attention import QKAttention as QKAttention
-from ._attention_rows import SingleHeadAttentionLogits as SingleHeadAttentionLogits
-from ._attention_rows import TiedQKAttention as TiedQKAttention
-from ._quadratic_rows import PSDMatrixSensing as PSDMatrixSensing
-from ._quadratic_rows import RectangularMatrixSensing as RectangularMatrixSensing
-from ._quadratic_rows import IndexPairModel as IndexPairModel
-from ._quadratic_rows import QuadraticNetwork as QuadraticNetwork
-from ._quadratic_rows import BilinearSequenceRegression as BilinearSequenceRegression
-from ._quadratic_rows import LinearSSLAugmentation as LinearSSLAugmentation
 from ._fourier import FourierMLP as FourierMLP
 from ._fourier import fourier_mlp as fourier_mlp
 from ._fourier import fourier_features as fourier_features
-from ._fourier import fourier_scales as fourier_scales
 from ._fourier import fourier_mlp_batch as fourier_mlp_batch
 from ._fourier import raw_tanh_mlp as raw_tanh_mlp
 from ._deep import DeepArchitecture as DeepArchitecture
-from ._deep import DeepMLP as DeepMLP
-from ._deep import DeepAttention as DeepAttention
-from ._deep import MeanQueryAttention as MeanQueryAttention
 from ._deep import deep_mlp as deep_mlp
 from ._deep import deep_attention as deep_attention
 from ._modules import gaussian_linear_part as gaussian_linear_part
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

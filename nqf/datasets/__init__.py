@@ -18,7 +18,6 @@ from ._solvable import breaking_direction as breaking_direction
 from ._sudden import fig4_dataset as fig4_dataset
 from ._sudden import gaussian_init as gaussian_init
 from ._digits import DigitsData as DigitsData
-from ._digits import odd_even_targets as odd_even_targets
 from ._digits import digits_odd_even as digits_odd_even
 from ._mnist import read_idx as read_idx
 from ._mnist import load_mnist as load_mnist
@@ -43,6 +42,5 @@ from ._teachers import Fig2Module as Fig2Module
 from ._teachers import fig2_modules as fig2_modules
 from ._teachers import TeacherSet as TeacherSet
 from ._teachers import low_rank_teacher as low_rank_teacher
-from ._teachers import Fig2Run as Fig2Run
-from ._teachers import fig2_run as fig2_run
-from ._teachers import half_times as half_times
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

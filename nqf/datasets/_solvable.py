@@ -170,7 +170,8 @@ def broken_datasets(
     r"""The data broken by every size in ``etas`` at once: $A_\mu + \eta_i E_\mu$ for each $\eta_i$
     (targets unchanged), with $E_\mu$ from :func:`breaking_direction` (``kind`` and ``kwargs`` as
     there). One :class:`~nqf.model.NQFData` per $\eta_i$, all of one shape, ready for the batched
-    flow :func:`nqf.dynamics.gradient_flow_batch`; ``etas[i] = 0`` gives the unbroken data."""
+    flow (:func:`nqf.gradient_flow` with ``M0`` of shape ``(n, p, p)``, one dataset per lane);
+    ``etas[i] = 0`` gives the unbroken data."""
     data = require_data(data)
     etas = np.asarray(etas, dtype=float)
     check_ndim("etas", etas, 1, "perturbation sizes")

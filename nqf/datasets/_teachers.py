@@ -27,6 +27,7 @@ can reach zero loss and $\hat s_k\to s_k$ is its fixed point.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -37,8 +38,7 @@ from jaxtyping import Array, Float
 from ..architectures._attention import multihead_attention
 from ..architectures._attention_rows import single_head_attention_logits
 from ..architectures._base import Architecture
-from ..architectures._modules import cnn, two_layer_mlp
-from ..dynamics._compare import compare_with_nqf
+from ..architectures._modules import _patch_index, cnn, two_layer_mlp
 from ..structure._matrix_free import nqf_output
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
@@ -55,6 +55,8 @@ class Fig2Module(NamedTuple):
     weights_from_map: Callable[[Array, int], Array]  #: (factors (P, s, Q), d) -> W with L(W) = P diag(s) Q^T
     map_shape: tuple[int, int]  #: shape of L
     describe: str  #: sizes, in words
+    feature: Callable[[Any], Any]  #: x -> the feature the NQF output is linear in (table above)
+    feature_output: Callable[[Array, Any], Array]  #: (W, x) -> NQF output minus f_x(0), from L(W) and the feature
 
 
 def _ff_map(n1: int):
@@ -96,6 +98,34 @@ def _mha_parts(D: int, d_k: int, d_v: int, o: int):
     return linear_map, build
 
 
+def _identity_feature(x):
+    return x
+
+
+def _patch_sum_feature(patches, x):
+    return jnp.sum(jnp.reshape(x, (-1,))[patches], axis=0)
+
+
+def _token_mean_feature(x):
+    q, X = x
+    return jnp.mean(X, axis=1)
+
+
+def _qk_feature(c, x):
+    q, X = x
+    mean = jnp.mean(X, axis=1)
+    return q, (X @ X.T / X.shape[1] - jnp.outer(mean, mean)) @ c
+
+
+def _linear_feature_output(linear_map, feature, W, x):
+    return linear_map(W) @ feature(x)
+
+
+def _qk_feature_output(linear_map, feature, d_k, W, x):
+    q, u = feature(x)
+    return u.T @ linear_map(W) @ q / jnp.sqrt(d_k)
+
+
 def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Module, ...]:
     r"""The four columns of Fig. 2 at the paper's sizes (App. C).
 
@@ -112,15 +142,23 @@ def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Mod
     o = int(outputs)
     c = jax.random.normal(key, (20, o)) / np.sqrt(20.0)
     mha_map, mha_build = _mha_parts(20, 8, 20, o)
+    ff = _ff_map(20)
+    cnn_arch = cnn(5, 7, 4, 5, outputs=o)
+    patches = _patch_index(5, 7, 4, 5)
+    feats = {"mlp": _identity_feature, "cnn": partial(_patch_sum_feature, patches), "mha": _token_mean_feature,
+             "qk": partial(_qk_feature, c)}
+    lin = lambda key, L: partial(_linear_feature_output, L, feats[key])  # noqa: E731
     return (
-        Fig2Module("mlp", "MLP", two_layer_mlp(20, outputs=o), 64, _ff_map(20), _ff_weights(20, o), (o, 20),
-                   "20 -> 64 -> 8, tanh, no bias"),
-        Fig2Module("cnn", "CNN", cnn(5, 7, 4, 5, outputs=o), 64, _ff_map(20), _ff_weights(20, o), (o, 20),
-                   "5x7 input, 64 kernels 4x5, stride 1, no padding, tanh, global sum pooling"),
-        Fig2Module("qk", "QK-only attention", single_head_attention_logits(20, 16, 8, c=c), 8, _ff_map(20),
-                   _ff_weights(20, 20), (20, 20), "D = 20, N = 16, one head, d_k = 8 rows = neurons, fixed readout"),
+        Fig2Module("mlp", "MLP", two_layer_mlp(20, outputs=o), 64, ff, _ff_weights(20, o), (o, 20),
+                   "20 -> 64 -> 8, tanh, no bias", feats["mlp"], lin("mlp", ff)),
+        Fig2Module("cnn", "CNN", cnn_arch, 64, ff, _ff_weights(20, o), (o, 20),
+                   "5x7 input, 64 kernels 4x5, stride 1, no padding, tanh, global sum pooling", feats["cnn"],
+                   lin("cnn", ff)),
+        Fig2Module("qk", "QK-only attention", single_head_attention_logits(20, 16, 8, c=c), 8, ff,
+                   _ff_weights(20, 20), (20, 20), "D = 20, N = 16, one head, d_k = 8 rows = neurons, fixed readout",
+                   feats["qk"], partial(_qk_feature_output, ff, feats["qk"], 8.0)),
         Fig2Module("mha", "MHA", multihead_attention(20, 16, 8, 20, outputs=o), 4, mha_map, mha_build, (o, 20),
-                   "D = 20, N = 16, 4 heads, d_k = 8, d_v = 20"),
+                   "D = 20, N = 16, 4 heads, d_k = 8, d_v = 20", feats["mha"], lin("mha", mha_map)),
     )
 
 
@@ -161,51 +199,3 @@ def low_rank_teacher(
     W = module.weights_from_map((P, sj, Q), module.d)
     ys = jax.jit(jax.vmap(lambda x: nqf_output(module.arch, W, x)))(xs)
     return TeacherSet(xs, ys, W, (P * sj) @ Q.T, s_arr)
-
-
-class Fig2Run(NamedTuple):
-    """One panel of Fig. 2 (one module, one optimiser), at several initial scales at once."""
-
-    sigmas: np.ndarray  #: (B,) initial weight standard deviations
-    steps: np.ndarray  #: (T,) recorded steps
-    module: np.ndarray  #: (B, T, r) recovered singular values of the module over s_k
-    nqf: np.ndarray  #: (B, T, r) the same for its NQF
-    gap: np.ndarray  #: (B,) max over steps and modes of |module - nqf| (in units of s_k)
-    half_module: np.ndarray  #: (B, r) first recorded step with ratio >= 1/2 (inf: never)
-    half_nqf: np.ndarray  #: (B, r)
-    window: np.ndarray  #: (B,) agreement window of the probe outputs (compare_with_nqf)
-    loss_module: np.ndarray  #: (B, T) training loss
-    loss_nqf: np.ndarray  #: (B, T)
-    comparison: Any  #: the full :class:`~nqf.dynamics.Comparison`
-
-
-def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """First recorded step at which ``ratio`` (``(..., T, r)``) reaches 1/2, per mode (``inf``: never)."""
-    above = np.asarray(ratio) >= 0.5
-    first = np.argmax(above, axis=-2)
-    return np.where(above.any(axis=-2), np.asarray(steps)[first].astype(float), np.inf)
-
-
-def fig2_run(
-    module: Fig2Module, teacher: TeacherSet, optimizer, steps: int, sigmas, *, key: Array,
-    record_every: int = 1, threshold: float = 0.1, n_probe: int = 100,
-) -> Fig2Run:
-    r"""Train ``module`` and its NQF on ``teacher`` from $W(0) = \sigma Z$ (one Gaussian $Z$, entries
-    $\mathcal N(0, 1)$, shared by all $\sigma$ so that only the scale changes) for every $\sigma$ in
-    ``sigmas`` at once (one compile), with :func:`nqf.compare_with_nqf`; returns the recovered singular
-    values $\hat s_k(t)/s_k$ of both runs (module docstring), their largest gap, the steps at which each
-    ratio reaches 1/2, and the agreement window of the outputs on the first ``n_probe`` samples."""
-    sig = np.asarray(sigmas, dtype=float)
-    if sig.ndim != 1 or sig.size < 1 or np.any(sig <= 0):
-        raise ValueError(f"`sigmas` must be a 1-D array of positive scales; got {sigmas!r}.")
-    Z = jax.random.normal(key, (module.arch.p, module.d))
-    W0 = jnp.asarray(sig)[:, None, None] * Z[None]
-    probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
-    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, steps, probe=probe,
-                           track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
-                           record_every=record_every, threshold=threshold)
-    r = teacher.s.size
-    mod = res.module["singular_values"][..., :r] / teacher.s
-    nq = res.nqf["singular_values"][..., :r] / teacher.s
-    return Fig2Run(sig, res.steps, mod, nq, np.max(np.abs(mod - nq), axis=(1, 2)), half_times(res.steps, mod),
-                   half_times(res.steps, nq), res.window, res.module["loss"], res.nqf["loss"], res)

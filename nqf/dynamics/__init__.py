@@ -54,3 +54,11 @@ from ..structure._matrix_free import nqf_output as nqf_output  # TODO(0.3): note
 from ._fourier import fourier_gd as fourier_gd
 from ._fourier import fourier_nqf_gd as fourier_nqf_gd
 from ._fourier import raw_mlp_gd as raw_mlp_gd
+from ._deep import deep_nqf_sgd_step as deep_nqf_sgd_step
+from ._deep import deep_nqf_sgd as deep_nqf_sgd
+from ._deep import deep_nqf_gd as deep_nqf_gd
+from ._fig2 import Fig2Run as Fig2Run
+from ._fig2 import fig2_run as fig2_run
+from ._fig2 import half_times as half_times
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

@@ -1,28 +1,34 @@
 r"""The one ODE entry point of :mod:`nqf` and the gradient flow on $M$ (Eq. 28).
 
 Every continuous-time solve of the package goes through :func:`integrate` (the only call of
-``diffrax.diffeqsolve``): :func:`solve_ode` (any vector field), :func:`gradient_flow` and
-:func:`gradient_flow_batch` (Eq. 28), :func:`nqf.solutions.lv_flow` (Eq. 32), the singular-limit
-sweep and the $\xi$ flow of Eq. (133). Each returns the solver's step counts.
+``diffrax.diffeqsolve``): :func:`solve_ode` (any vector field), :func:`gradient_flow` (Eq. 28, one
+initial condition or a batch), :func:`nqf.solutions.lv_flow` (Eq. 32), the singular-limit sweep,
+the $\xi$ flow of Eq. (133) and the per-sample losses of :func:`nqf.solutions.sample_wise_loss`.
+Each returns the solver's step counts.
 
 **Compiled once per shape.** Vector fields are module-level functions and the data travel
 through ``args``, never through closures; the public functions are ``jax.jit``-ed with the
 vector field, solver and step budget as static arguments and everything else (data, initial
-condition, save times, tolerances) traced. A second call with new data of the same shapes
-compiles nothing (``tests/test_flow.py`` counts compilations).
+condition, save times, tolerances) traced. A second call with new data of the same shapes, or a
+new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations).
 
-**Sufficient statistics.** Under ZGZ, $H = \frac4m\sum_\mu(\mathrm{Tr}[MA_\mu] - y_\mu)A_\mu$
+**Sufficient statistics or samples.** Under ZGZ, $H = \frac4m\sum_\mu(\mathrm{Tr}[MA_\mu] - y_\mu)A_\mu$
 (Eq. 27) is affine in $M$. With $u(S)$ the packed upper triangle of a symmetric $S$
-($u_{ii} = S_{ii}$, $u_{ij} = \sqrt2S_{ij}$, so $\mathrm{Tr}[SA] = u(S)\cdot u(A)$), the $k\times k$
-matrix $G = \sum_\mu u(A_\mu)u(A_\mu)^\top$ and the vector $c = \sum_\mu y_\mu u(A_\mu)$,
-$k = p(p+1)/2$, give $u(H) = \frac4m(Gu(M) - c)$: a flow step costs $O(p^4)$ however many
-samples there are. They are used when $m > p^2$ (``statistics=None``); the sample path costs
-$O(mp^2)$ per step.
+($u_{ii} = S_{ii}$, $u_{ij} = \sqrt2S_{ij}$, so $\mathrm{Tr}[SA] = u(S)\cdot u(A)$) and $U$ the
+$m\times k$ matrix of rows $u(A_\mu)$, $k = p(p+1)/2$: the sample path evaluates
+$u(H) = \frac4mU^\top(Uu(M) - r)$, $r = y - f_0$ ($2mk$ multiply-adds per evaluation); the
+statistics path forms $G = U^\top U$ and $c = U^\top r$ once ($mk^2$, a matrix product) and then
+evaluates $u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the cheaper by a cost
+model measured on a 2-core CPU (:func:`_use_statistics`); both give the same flow.
 
-**Batches.** :func:`gradient_flow_batch` vmaps over initial conditions with one shared dataset
-(its arrays enter the vmap unbatched: one copy, one matrix product per stage for all lanes), or
-over one dataset per lane; with a ``jax.sharding`` mesh the lanes are split over its devices
-(:mod:`nqf.dynamics._sharding`).
+**The solver from the tolerance.** ``solver="auto"`` (the default) takes Dopri8 (order 8, like
+scipy's DOP853) when ``rtol < 1e-6`` and Tsit5 (order 5) otherwise: at ``rtol = 1e-10`` Dopri8 takes
+4-6x fewer steps for the same error.
+
+**Batches.** ``M0`` of shape ``(n, p, p)`` solves ``n`` flows in one program: with one dataset shared
+by every lane (its arrays enter the ``jax.vmap`` unbatched: one copy, one matrix product per stage
+for all lanes), or one dataset per lane; with a ``jax.sharding`` mesh the lanes are split over its
+devices (:mod:`nqf.dynamics._sharding`).
 
 **Log time.** Runs that span decades (plateaus of length $\ln(1/\epsilon)$) can be solved in
 $s = \ln(1 + (t - t_0)/t_s)$, $dy/ds = (t_s + t - t_0) f(t, y)$, with $t_s$ the first save
@@ -51,6 +57,7 @@ from .._checks import check_finite
 from .._checks import check_int, check_size
 from .._checks import check_ndim
 from .._checks import check_positive
+from .._checks import check_psd
 from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import Matrix
@@ -60,6 +67,7 @@ from ._sharding import check_mesh
 from ._sharding import sharded_vmap
 
 SOLVERS = {"dopri8": diffrax.Dopri8, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
+AUTO_DOPRI8_BELOW = 1e-6  # solver="auto": Dopri8 when rtol < this, Tsit5 otherwise (measured: equal cost near 1e-6)
 TIMES = ("auto", "linear", "log")
 
 
@@ -91,18 +99,24 @@ def integrate(
     dense: bool = False,
     norm: Callable[[Any], Any] | None = None,
     progress: bool = False,
+    t0: Float[ArrayLike, ""] | None = None,
+    t1: Float[ArrayLike, ""] | None = None,
+    dtmax: float | None = None,
 ) -> diffrax.Solution:
     r"""The single ``diffrax.diffeqsolve`` call of :mod:`nqf` (traceable; callers jit it).
 
     Integrates ``dy/dt = vector_field(t, y, args)`` from ``ts[0]`` to ``ts[-1]`` with an
     explicit Runge-Kutta ``solver`` (``"dopri8"``, ``"tsit5"``, ``"dopri5"``) under PID step
     control (``rtol``, ``atol``; ``norm`` of the scaled error, diffrax's RMS norm by default),
-    saving at ``ts``. ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$ instead, with
+    saving at ``ts`` (non-decreasing), from ``t0`` to ``t1`` (default ``ts[0]`` and ``ts[-1]``; linear
+    time only), with steps of at most ``dtmax``. ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$ instead, with
     $t_s$ = ``ts[1] - ts[0]`` (then ``sol.ts`` are in $s$; ``dense=True`` needs linear time).
     Does not raise inside ``jit`` (``throw=False``): check ``sol.result``, as ``raise_if_failed`` does.
     """
     ts = jnp.asarray(ts)
     if time == "log":
+        if t0 is not None or t1 is not None:
+            raise ValueError("`t0`/`t1` need `time='linear'`.")
         if dense:
             raise ValueError("`dense=True` needs `time='linear'` (the dense solution would be in log time).")
         t0, ts_scale = ts[0], ts[1] - ts[0]
@@ -112,12 +126,15 @@ def integrate(
         s0, s1 = jnp.zeros_like(t0), ss[-1]
     elif time == "linear":
         term = diffrax.ODETerm(vector_field)
-        ss, s0, s1 = ts, ts[0], ts[-1]
+        ss = ts
+        s0 = ts[0] if t0 is None else t0
+        s1 = ts[-1] if t1 is None else t1
     else:
         raise ValueError(f"`time` must be 'linear' or 'log'; got {time!r}.")
     if solver not in SOLVERS:
-        raise ValueError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
-    controller = diffrax.PIDController(rtol=rtol, atol=atol, **({} if norm is None else {"norm": norm}))
+        raise ValueError(f"`solver` must be one of {sorted(SOLVERS)} here (resolve 'auto' first); got {solver!r}.")
+    extra = ({} if norm is None else {"norm": norm}) | ({} if dtmax is None else {"dtmax": dtmax})
+    controller = diffrax.PIDController(rtol=rtol, atol=atol, **extra)
     with _checks_without_host_callbacks():
         return diffrax.diffeqsolve(
             term, SOLVERS[solver](), t0=s0, t1=s1, dt0=None, y0=y0, args=args,
@@ -155,10 +172,15 @@ def _log_time_field(field, s, y, args):
     return jax.tree.map(lambda v: g * v, field(t0 + g - ts_scale, y, inner))
 
 
+def succeeded(sol: diffrax.Solution) -> Bool[Array, ""]:
+    """Whether a solve of :func:`integrate` succeeded (traceable; ``throw=False`` leaves it to the caller)."""
+    return sol.result == diffrax.RESULTS.successful
+
+
 def _solution(sol: diffrax.Solution, ts) -> ODESolution:
     st = sol.stats
     return ODESolution(ts, sol.ys, st["num_steps"], st["num_accepted_steps"], st["num_rejected_steps"],
-                       sol.result == diffrax.RESULTS.successful)
+                       succeeded(sol))
 
 
 def raise_if_failed(sol: ODESolution, what: str) -> ODESolution:
@@ -183,17 +205,30 @@ def _check_ts(ts) -> np.ndarray:
     return ts_np
 
 
-def _check_options(rtol, atol, solver, time, ts_np) -> str:
+def choose_solver(solver: str, rtol: float) -> str:
+    """The solver that ``solver="auto"`` means at ``rtol``: ``"dopri8"`` below ``AUTO_DOPRI8_BELOW``
+    (1e-6), ``"tsit5"`` above; an explicit name is returned as it is (after checking it)."""
+    if not isinstance(solver, str) or (solver != "auto" and solver not in SOLVERS):
+        raise ValueError(f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {solver!r}.")
+    if solver != "auto":
+        return solver
+    return "dopri8" if float(rtol) < AUTO_DOPRI8_BELOW else "tsit5"
+
+
+def _check_options(rtol, atol, solver, time, ts_np, max_steps, progress) -> tuple[str, str, int, bool]:
+    """The options every solve shares, checked once: (solver, time, max_steps, progress) resolved."""
     check_positive("rtol", rtol)
     check_positive("atol", atol, strict=False)
-    if solver not in SOLVERS:
-        raise ValueError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
+    solver = choose_solver(solver, rtol)
     if time not in TIMES:
         raise ValueError(f"`time` must be one of {TIMES}; got {time!r}.")
     if time == "auto":
         span = (ts_np[-1] - ts_np[0]) / (ts_np[1] - ts_np[0])
         time = "log" if span > 1e3 else "linear"
-    return time
+    max_steps = check_size("max_steps", max_steps)
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"`progress` must be True or False; got {progress!r}.")
+    return solver, time, int(max_steps), bool(progress)
 
 
 @functools.partial(jax.jit, static_argnames=("vector_field", "solver", "time", "max_steps", "progress"))
@@ -211,7 +246,7 @@ def solve_ode(
     args: PyTree = None,
     rtol: float = 1e-10,
     atol: float = 1e-14,
-    solver: str = "tsit5",
+    solver: str = "auto",
     time: str = "linear",
     max_steps: int = 1_000_000,
     progress: bool = False,
@@ -220,15 +255,15 @@ def solve_ode(
 
     Pass a **module-level** function as ``vector_field`` and the data as ``args``: the compiled
     solver is cached on the function and the shapes, so new data of the same shapes reuse it
-    (a fresh ``lambda`` compiles anew on every call). ``progress=True`` shows diffrax's tqdm meter.
-    Returns an :class:`ODESolution` (``.ys`` and the step counts).
+    (a fresh ``lambda`` compiles anew on every call). ``solver``, ``time``, ``max_steps`` as in
+    :func:`gradient_flow`; ``progress=True`` shows diffrax's tqdm meter. Returns an :class:`ODESolution` (``.ys`` and the step counts).
     """
     require_x64("solve_ode")
     ts_np = _check_ts(ts)
-    time = _check_options(rtol, atol, solver, time, ts_np)
+    solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
     sol = _solve_jit(vector_field, jax.tree.map(jnp.asarray, y0), jnp.asarray(ts_np), args,
                      jnp.asarray(float(rtol)), jnp.asarray(float(atol)), solver=solver, time=time,
-                     max_steps=int(max_steps), progress=bool(progress))
+                     max_steps=max_steps, progress=progress)
     return raise_if_failed(sol, "solve_ode")
 
 
@@ -258,56 +293,77 @@ def _packing(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (i * p + j).astype(np.int32), w, pos.ravel()
 
 
-def _flow_field_samples(t, M: Matrix, args) -> Matrix:
-    r"""Eq. (28) from the samples: $\Delta = \mathcal A\,\mathrm{vec}M - r$, $H = \frac4m\mathcal A^\top\Delta$,
-    with $\mathcal A$ the ``(m, p*p)`` matrix of the symmetric $A_\mu$ and $r = y - f_0$."""
-    A2, r = args
+def _packed_stack(As: Float[Array, "m p p"]) -> Float[Array, "m k"]:
+    """$U$, the rows $u(A_\\mu)$ (traceable)."""
+    m, p = As.shape[0], As.shape[-1]
+    idx, w, _ = _packing(p)
+    return As.reshape(m, p * p)[:, idx] * w
+
+
+def _field_from_uH(uH, M: Matrix) -> Matrix:
+    """$-(HM + MH)$ from $u(H)$; $MH = (HM)^\\top$ for symmetric $H$, $M$ (one matrix product)."""
     p = M.shape[-1]
-    delta = A2 @ M.reshape(-1) - r
-    H = (4.0 / A2.shape[0]) * (delta @ A2).reshape(p, p)
-    return -(H @ M + M @ H)
+    _, w, pos = _packing(p)
+    H = (uH / w)[pos].reshape(p, p)
+    HM = H @ M
+    return -(HM + HM.T)
+
+
+def _flow_field_samples(t, M: Matrix, args) -> Matrix:
+    r"""Eq. (28) from the samples: $u(H) = \frac4mU^\top(Uu(M) - r)$, $U$ the ``(m, k)`` rows
+    $u(A_\mu)$ and $r = y - f_0$ (``args = (U, r, 4/m)``)."""
+    U, r, scale = args
+    idx, w, _ = _packing(M.shape[-1])
+    delta = U @ (M.reshape(-1)[idx] * w) - r
+    return _field_from_uH(scale * (delta @ U), M)
 
 
 def _flow_field_statistics(t, M: Matrix, args) -> Matrix:
-    r"""Eq. (28) from the sufficient statistics: $u(H) = \frac4m(G\,u(M) - c)$."""
+    r"""Eq. (28) from the sufficient statistics: $u(H) = \frac4m(G\,u(M) - c)$ (``args = (G, c, 4/m)``)."""
     G, c, scale = args
-    p = M.shape[-1]
-    idx, w, pos = _packing(p)
-    uH = scale * (G @ (M.reshape(-1)[idx] * w) - c)
-    H = (uH / w)[pos].reshape(p, p)
-    return -(H @ M + M @ H)
+    idx, w, _ = _packing(M.shape[-1])
+    return _field_from_uH(scale * (G @ (M.reshape(-1)[idx] * w) - c), M)
 
 
 def flow_statistics(data: NQFData) -> tuple[Float[Array, "k k"], Float[Array, " k"], Float[Array, ""]]:
     r"""The sufficient statistics of the flow: $G = \sum_\mu u(A_\mu)u(A_\mu)^\top$ ($k\times k$,
     $k = p(p+1)/2$), $c = \sum_\mu (y_\mu - f_0)u(A_\mu)$ and $4/m$; $u(H) = \frac4m(Gu(M) - c)$ (Eq. 27)."""
-    m, p = data.As.shape[0], data.As.shape[-1]
-    idx, w, _ = _packing(p)
-    U = data.As.reshape(m, p * p)[:, idx] * w
-    return U.T @ U, U.T @ (data.ys - data.f0), jnp.asarray(4.0 / m, dtype=U.dtype)
+    U = _packed_stack(data.As)
+    return U.T @ U, U.T @ (data.ys - data.f0), jnp.asarray(4.0 / data.As.shape[0], dtype=U.dtype)
 
 
 def _prepare(data: NQFData, statistics: bool):
     """(vector field, args) of Eq. (28) for the data; traceable."""
     if statistics:
         return _flow_field_statistics, flow_statistics(data)
-    m, p = data.As.shape[0], data.As.shape[-1]
-    return _flow_field_samples, (data.As.reshape(m, p * p), data.ys - data.f0)
+    U = _packed_stack(data.As)
+    return _flow_field_samples, (U, data.ys - data.f0, jnp.asarray(4.0 / data.As.shape[0], dtype=U.dtype))
 
 
-def _use_statistics(statistics: bool | None, m: int, p: int) -> bool:
+# The cost model of `statistics=None`, in multiply-adds measured on a 2-core CPU (benchmarks/bench_flow.py):
+# a solve takes about _EVALS right-hand-side evaluations (Dopri8 at rtol 1e-10 over [0, 5]: 22 steps of
+# 13 stages); one evaluation costs 2mk on the sample path and k^2 on the statistics path, which first
+# forms G = U^T U (mk^2 in a matrix product, about _GEMM_SPEEDUP times faster per multiply-add than the
+# matrix-vector products of the steps). Shared data are prepared once for all n lanes.
+_EVALS = 300
+_GEMM_SPEEDUP = 3.0
+
+
+def _use_statistics(statistics: bool | None, m: int, p: int, lanes: int = 1) -> bool:
+    """Whether to solve from the sufficient statistics: ``statistics`` itself, or (``None``) the cost model."""
     if statistics is None:
-        return m > p * p
+        k = p * (p + 1) // 2
+        return m * k * k / _GEMM_SPEEDUP + lanes * _EVALS * k * k < lanes * _EVALS * 2 * m * k
     if not isinstance(statistics, (bool, np.bool_)):
-        raise TypeError(f"`statistics` must be True, False or None (automatic: m > p^2); got {statistics!r}.")
+        raise TypeError(f"`statistics` must be True, False or None (automatic: a cost model); got {statistics!r}.")
     return bool(statistics)
 
 
-def _check_data(data, what: str) -> tuple[int, int]:
+def _check_data(data, what: str = "gradient_flow") -> tuple[int, int]:
     if not isinstance(data, NQFData):
         raise TypeError(
-            f"`data` of {what} must be an nqf.NQFData (e.g. nqf.NQFData(As, ys)); got {type(data).__name__}. "
-            f"The signature is {what}(M0, data, ts, ...)."
+            f"`data` of {what} must be an nqf.NQFData (e.g. nqf.NQFData(As, ys)), or one per initial condition "
+            f"for a batch of them; got {type(data).__name__}. The signature is {what}(M0, data, ts, ...)."
         )
     if not data.zgz:
         raise ValueError(
@@ -317,125 +373,128 @@ def _check_data(data, what: str) -> tuple[int, int]:
     return data.m, data.p
 
 
-@functools.partial(jax.jit, static_argnames=("statistics", "solver", "time", "max_steps", "progress"))
-def _flow_jit(M0, data, ts, rtol, atol, *, statistics, solver, time, max_steps, progress):
-    field, args = _prepare(data, statistics)
-    return _solution(integrate(field, M0, ts, args, rtol, atol, solver=solver, time=time,
-                               max_steps=max_steps, progress=progress), ts)
+def _lanes_data(data, n: int) -> tuple[NQFData, bool, int, int]:
+    """(data, shared, m, p): one dataset for every lane, or a sequence of ``n`` stacked into one pytree."""
+    if isinstance(data, NQFData):
+        m, p = _check_data(data)
+        return data, True, m, p
+    if isinstance(data, (str, bytes)) or not isinstance(data, Sequence):
+        _check_data(data)  # raises the TypeError
+    data = list(data)
+    if len(data) != n:
+        raise ValueError(f"`data` must be one NQFData or one per initial condition ({n}); got {len(data)}.")
+    shapes = {(_check_data(d), d.As.shape) for d in data}
+    if len(shapes) != 1:
+        raise ValueError(f"the datasets in `data` must share their shapes; got {sorted(s[1] for s in shapes)}.")
+    (m, p), _ = shapes.pop()
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *data), False, m, p
 
 
-def gradient_flow(
-    M0: Matrix,
-    data: NQFData,
-    ts: Float[ArrayLike, " T"],
-    *,
-    rtol: float = 1e-10,
-    atol: float = 1e-14,
-    statistics: bool | None = None,
-    solver: str = "tsit5",
-    time: str = "linear",
-    max_steps: int = 1_000_000,
-    progress: bool = False,
-) -> ODESolution:
-    r"""Gradient flow of the NQF, $\dot M = -HM - MH$ (Eq. 28), $H$ of Eq. (27), from $M(0)$ = ``M0``.
-
-    Gradient descent with learning rate $\eta$ approximates it at $t = \eta\cdot$step.
-
-    Args:
-        M0: initial order parameter $W(0)W(0)^\top$, ``(p, p)``, symmetric PSD.
-        data: an :class:`~nqf.model.NQFData` with ZGZ (``As``, ``ys``, optional ``f0``).
-        ts: increasing save times, e.g. :func:`log_times`; the solve runs from ``ts[0]``.
-        rtol, atol: PID tolerances on the entries of $M$.
-        statistics: solve from the sufficient statistics $(G, c)$ (``True``), from the samples
-            (``False``), or pick (``None``: statistics when $m > p^2$). Both give the same flow.
-        solver: ``"tsit5"`` (default), ``"dopri8"`` (order 8, like scipy's DOP853: fewer, dearer
-            steps; at equal ``rtol`` its global error is larger, so tighten ``rtol`` for equal accuracy)
-            or ``"dopri5"``.
-        time: ``"linear"`` (default), ``"log"`` ($s = \ln(1 + t/t_1)$), or ``"auto"`` (log when ``ts``
-            spans more than three decades).
-
-    Returns:
-        :class:`ODESolution` with ``ys`` = $M(t)$ at each ``ts``, shape ``(T, p, p)``, and the step counts.
-    """
-    require_x64("gradient_flow")
-    m, p = _check_data(data, "gradient_flow")
-    check_order_parameter(M0, p, name="M0")
-    ts_np = _check_ts(ts)
-    max_steps = check_size("max_steps", max_steps)
-    time = _check_options(rtol, atol, solver, time, ts_np)
-    sol = _flow_jit(jnp.asarray(M0, dtype=float), data, jnp.asarray(ts_np), jnp.asarray(float(rtol)),
-                    jnp.asarray(float(atol)), statistics=_use_statistics(statistics, m, p), solver=solver,
-                    time=time, max_steps=int(max_steps), progress=bool(progress))
-    return raise_if_failed(sol, "gradient_flow")
+def _check_M0(M0, p: int):
+    """``M0`` of shape ``(p, p)`` or ``(n, p, p)``: finite, symmetric PSD; returned as a float array."""
+    shape = np.shape(M0)
+    if len(shape) == 2:
+        check_order_parameter(M0, p, name="M0")
+    elif len(shape) == 3:
+        if shape[1:] != (p, p) or shape[0] < 1:
+            raise ValueError(f"`M0` must have shape ({p}, {p}) or (n, {p}, {p}) to match the data; got shape {shape}.")
+        check_finite("M0", M0)
+        check_psd("M0", M0)
+    else:
+        raise ValueError(f"`M0` must have shape (p, p) or (n, p, p) (a batch of initial conditions); got shape {shape}.")
+    return M0
 
 
-# ------------------------------------------------------------------ batched flow
-@functools.partial(jax.jit, static_argnames=("shared", "statistics", "solver", "time", "max_steps", "mesh"))
-def _flow_batch_jit(M0s, data, ts, rtol, atol, *, shared, statistics, solver, time, max_steps, mesh):
-    def lane(M0, field_args):
-        field, args = field_args if shared else _prepare(field_args, statistics)
-        sol = integrate(field, M0, ts, args, rtol, atol, solver=solver, time=time, max_steps=max_steps)
+@functools.partial(jax.jit, static_argnames=("lanes", "statistics", "solver", "time", "max_steps", "progress", "mesh"))
+def _flow_jit(M0, data, ts, rtol, atol, *, lanes, statistics, solver, time, max_steps, progress, mesh):
+    """One program for every flow: ``lanes`` is None (one M0), "shared" (one dataset) or "per-lane"."""
+
+    def solve(M0, field, args):
+        sol = integrate(field, M0, ts, args, rtol, atol, solver=solver, time=time, max_steps=max_steps,
+                        progress=progress)
         return _solution(sol, ts)._replace(ts=None)
 
-    if shared:  # statistics (or the flattened samples) once, outside the vmap: one copy for all lanes
+    if lanes is None:
+        out = solve(M0, *_prepare(data, statistics))
+    elif lanes == "shared":  # statistics (or U) once, outside the vmap: one copy for all lanes
         field, args = _prepare(data, statistics)
-        out = sharded_vmap(lambda M0, a: lane(M0, (field, a)), (0, None), mesh)(M0s, args)
+        out = sharded_vmap(lambda M0, a: solve(M0, field, a), (0, None), mesh)(M0, args)
     else:
-        out = sharded_vmap(lane, (0, 0), mesh)(M0s, data)
+        out = sharded_vmap(lambda M0, d: solve(M0, *_prepare(d, statistics)), (0, 0), mesh)(M0, data)
     return out._replace(ts=ts)
 
 
-def gradient_flow_batch(
-    M0s: Float[ArrayLike, "n p p"],
+def gradient_flow(
+    M0: Float[ArrayLike, "*n p p"],
     data: NQFData | Sequence[NQFData],
     ts: Float[ArrayLike, " T"],
     *,
     rtol: float = 1e-10,
     atol: float = 1e-14,
     statistics: bool | None = None,
-    solver: str = "tsit5",
+    solver: str = "auto",
     time: str = "linear",
     max_steps: int = 1_000_000,
+    progress: bool = False,
     mesh: jax.sharding.Mesh | None = None,
 ) -> ODESolution:
-    r"""The gradient flow $\dot M = -HM - MH$ (Eq. 28) from ``n`` initial conditions at once.
+    r"""Gradient flow of the NQF, $\dot M = -HM - MH$ (Eq. 28), $H$ of Eq. (27), from $M(0)$ = ``M0``.
 
-    ``data`` is one :class:`~nqf.model.NQFData` shared by every lane (it enters the ``jax.vmap``
-    unbatched: no copy per lane, one matrix product per stage for the whole batch), or a sequence
-    of ``n`` datasets of equal shapes, one per lane (e.g. data broken by several sizes of a
-    perturbation). ``mesh`` (a ``jax.sharding.Mesh``, e.g. :func:`nqf.dynamics.batch_mesh`) splits
-    the lanes over its devices; the numbers are those of the unsharded solve. Options as in
-    :func:`gradient_flow`. Returns an :class:`ODESolution` with ``ys`` of shape ``(n, T, p, p)``
-    and ``num_steps`` of shape ``(n,)``.
+    Gradient descent with learning rate $\eta$ approximates it at $t = \eta\cdot$step.
+
+    Args:
+        M0: initial order parameter $W(0)W(0)^\top$, ``(p, p)``, symmetric PSD; or a batch of them,
+            ``(n, p, p)``, solved in one program.
+        data: an :class:`~nqf.model.NQFData` with ZGZ (``As``, ``ys``, optional ``f0``), shared by every
+            initial condition (it enters the ``jax.vmap`` unbatched: no copy per lane); for a batch,
+            also a sequence of ``n`` datasets of equal shapes, one per lane (e.g. data broken by several
+            sizes of a perturbation).
+        ts: increasing save times, e.g. :func:`log_times`; the solve runs from ``ts[0]``.
+        rtol, atol: PID tolerances on the entries of $M$ (traced: a new value compiles nothing).
+        statistics: solve from the sufficient statistics $(G, c)$ (``True``), from the samples
+            (``False``), or pick the cheaper (``None``, by a cost model in $m$, $p$ and the batch size).
+            Both give the same flow.
+        solver: ``"auto"`` (default: ``"dopri8"`` when ``rtol < 1e-6``, else ``"tsit5"``), ``"dopri8"``
+            (order 8, like scipy's DOP853), ``"tsit5"`` or ``"dopri5"``.
+        time: ``"linear"`` (default), ``"log"`` ($s = \ln(1 + t/t_1)$), or ``"auto"`` (log when ``ts``
+            spans more than three decades).
+        max_steps: the solver's step budget (a positive int); a solve that needs more raises.
+        progress: show diffrax's progress bar.
+        mesh: a ``jax.sharding.Mesh`` (e.g. :func:`nqf.dynamics.batch_mesh`) over which a batch's lanes
+            are split; the numbers are those of the unsharded solve.
+
+    Returns:
+        :class:`ODESolution` with ``ys`` = $M(t)$ at each ``ts``, shape ``(T, p, p)`` (``(n, T, p, p)``
+        for a batch, with ``num_steps`` of shape ``(n,)``), and the step counts.
     """
-    require_x64("gradient_flow_batch")
+    require_x64("gradient_flow")
     check_mesh(mesh)
-    M0s = np.asarray(M0s, dtype=float)
-    check_ndim("M0s", M0s, 3, "a batch of initial order parameters (n, p, p)")
-    n = M0s.shape[0]
-    if isinstance(data, NQFData):
-        shared = True
-        m, p = _check_data(data, "gradient_flow_batch")
+    ndim = np.ndim(M0)
+    if ndim == 3:
+        data, shared, m, p = _lanes_data(data, np.shape(M0)[0])
     else:
-        data = list(data)
-        if len(data) != n:
-            raise ValueError(f"`data` must be one NQFData or one per initial condition ({n}); got {len(data)}.")
-        shapes = {(_check_data(d, "gradient_flow_batch"), d.As.shape) for d in data}
-        if len(shapes) != 1:
-            raise ValueError(f"the datasets in `data` must share their shapes; got {sorted(s[1] for s in shapes)}.")
-        (m, p), _ = shapes.pop()
-        shared = False
-        data = jax.tree.map(lambda *leaves: jnp.stack(leaves), *data)
-    if M0s.shape[1:] != (p, p):
-        raise ValueError(f"`M0s` must have shape (n, {p}, {p}) to match the data; got {M0s.shape}.")
-    for M0 in M0s:
-        check_order_parameter(M0, p)
+        m, p = _check_data(data)
+        shared = True
+        if mesh is not None:
+            raise ValueError("`mesh` splits a batch of initial conditions: pass `M0` of shape (n, p, p).")
+    M0 = _check_M0(M0, p)
     ts_np = _check_ts(ts)
-    time = _check_options(rtol, atol, solver, time, ts_np)
-    sol = _flow_batch_jit(jnp.asarray(M0s), data, jnp.asarray(ts_np), jnp.asarray(float(rtol)),
-                          jnp.asarray(float(atol)), shared=shared, statistics=_use_statistics(statistics, m, p),
-                          solver=solver, time=time, max_steps=int(max_steps), mesh=mesh)
-    return raise_if_failed(sol, "gradient_flow_batch")
+    solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
+    n = np.shape(M0)[0] if ndim == 3 else 1
+    lanes = None if ndim == 2 else ("shared" if shared else "per-lane")
+    sol = _flow_jit(jnp.asarray(M0, dtype=float), data, jnp.asarray(ts_np), jnp.asarray(float(rtol)),
+                    jnp.asarray(float(atol)), lanes=lanes,
+                    statistics=_use_statistics(statistics, m, p, n if lanes == "shared" else 1),
+                    solver=solver, time=time, max_steps=max_steps, progress=progress, mesh=mesh)
+    return raise_if_failed(sol, "gradient_flow")
+
+
+def gradient_flow_batch(M0s, data, ts, **options) -> ODESolution:
+    """Deprecated spelling of :func:`gradient_flow` with ``M0`` of shape ``(n, p, p)`` (kept, unexported,
+    for callers not yet moved); same arguments and result."""
+    if np.ndim(M0s) != 3:
+        raise ValueError(f"`M0s` must have shape (n, p, p); got shape {np.shape(M0s)}.")
+    return gradient_flow(M0s, data, ts, **options)
 
 
 def trajectory_error(M: Float[ArrayLike, "T p p"], M_ref: Float[ArrayLike, "T p p"]) -> float:

@@ -26,7 +26,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ..architectures._base import Architecture
 from ..model._model import mse
@@ -166,14 +165,15 @@ class _TrainTest(eqx.Module):
 def train_side_by_side(
     applies: tuple[Callable, ...],
     params0: tuple,
-    optimizer: optax.GradientTransformation,
+    optimizer: Any,
     train: tuple,
     test: tuple,
     steps: int,
     *,
     record_every: int = 1,
 ) -> SideBySide:
-    r"""Train several models with one optax optimiser, full batch, seeds vmapped (Fig. 8).
+    r"""Train several models with one optimiser (an :class:`~nqf.dynamics.Optimizer` or optax transformation),
+    full batch, seeds vmapped (Fig. 8); each model one configuration of :func:`nqf.dynamics.train`.
 
     ``applies[i](params, x)`` is model ``i``; ``params0[i]`` its initial parameters with a leading seed
     axis ``S`` on every leaf; ``train = (xs, ys)`` and ``test = (xt, yt)`` carry the same leading seed axis

@@ -87,7 +87,7 @@ def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> O
         elif isinstance(v, numbers.Real) or (hasattr(v, "dtype") and np.shape(v) == ()):
             if not np.isfinite(float(v)):
                 raise ValueError(f"`{k}` must be a finite number; got {v!r}.")
-            numeric[k] = jnp.asarray(float(v))
+            numeric[k] = jnp.asarray(float(v), dtype=jnp.result_type(float))
         else:
             raise TypeError(f"`{k}` must be a number, a bool, a string or None; got {type(v).__name__}.")
     lr = numeric.get("learning_rate")

@@ -1,8 +1,6 @@
 r"""The NQF model on $(M, \mu)$: outputs (Eq. 20), loss, $H$, the flow field (Eq. 28), and the NTK (Prop. 8).
 """
 
-from ._model import check_dataset as check_dataset
-from ._model import check_order_parameter as check_order_parameter
 from ._model import outputs as outputs
 from ._model import residuals as residuals
 from ._model import mse_loss as mse_loss
@@ -21,7 +19,7 @@ from ._deep import layer_statistics as layer_statistics
 from ._deep import deep_nqf_output as deep_nqf_output
 from ._deep import deep_nqf_apply as deep_nqf_apply
 from ._deep import deep_nqf_loss as deep_nqf_loss
-from ._deep import deep_nqf_sgd_step as deep_nqf_sgd_step
-from ._deep import deep_nqf_sgd as deep_nqf_sgd
 from ._deep import scale_forms as scale_forms
 from ._deep import compress_statistics as compress_statistics
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

@@ -7,7 +7,9 @@ quadratic terms in $\mu$, $B(x_\mu)$, and the offsets $f_{x_\mu}(0)$:
 $$ f_{x}(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)]. $$
 
 :class:`NQFData` checks shapes, finiteness and symmetry **once**, when it is built;
-every function that takes it trusts it. It is an ``equinox.Module`` (a pytree), so it
+every function that takes it trusts it. The checks cost one pass over the data: a NumPy input is
+copied block by block into a fresh aligned buffer that the JAX array then owns (no second copy),
+and each block's extremes and asymmetry are taken while it is in cache. It is an ``equinox.Module`` (a pytree), so it
 passes through ``jit``/``vmap``/``diffeqsolve(args=...)`` as data: a new dataset of
 the same shape reuses every compiled function.
 """
@@ -17,11 +19,79 @@ from __future__ import annotations
 from typing import Optional
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import _is_concrete, check_finite, check_shape, check_square_stack, check_symmetric
 from .._checks import as_real_array
+
+_SYMMETRY_RTOL = 1e-10  # check_symmetric's default: max |A - A^T| <= 1e-10 max |A|
+_BLOCK_BYTES = 1 << 19  # one block of the fused pass (fits in L2)
+_FAST_MIN_SIZE = 1 << 14  # smaller arrays take the plain conversion (the fused pass pays from here on)
+
+
+class _Extremes:
+    """max, min and (for a square stack) max |A - A^T| of an array, NaN-propagating (NaN/inf show up
+    as a non-finite max or min, exactly when ``check_finite`` would refuse the array)."""
+
+    def __init__(self):
+        self.hi, self.lo, self.asym = -np.inf, np.inf, 0.0
+
+    def add(self, block: np.ndarray, square: bool, tmp: np.ndarray | None) -> None:
+        self.hi = np.maximum(self.hi, block.max())
+        self.lo = np.minimum(self.lo, block.min())
+        if square:
+            d = tmp[: block.shape[0]]
+            with np.errstate(invalid="ignore"):  # inf - inf: the finiteness check refuses that array first
+                np.subtract(block, np.swapaxes(block, -1, -2), out=d)
+            np.abs(d, out=d)
+            self.asym = np.maximum(self.asym, d.max())
+
+    @property
+    def finite(self) -> bool:
+        return bool(np.isfinite(self.hi) and np.isfinite(self.lo))
+
+
+def _blocks(shape, itemsize: int):
+    rows = max(1, _BLOCK_BYTES // max(1, itemsize * int(np.prod(shape[1:], dtype=np.int64))))
+    return range(0, shape[0], rows), rows
+
+
+def _real_array(name: str, x, square: bool = False):
+    """``as_real_array(name, x)`` and the extremes of the result (``None`` under a trace), in one pass.
+
+    A NumPy array of real numbers is copied block by block into a fresh 64-byte-aligned NumPy buffer of
+    the default float dtype, which ``jax.device_put(..., may_alias=True)`` then wraps without a second
+    copy (the buffer is private, so the array stays immutable); anything else goes through
+    ``as_real_array`` and its extremes are taken from a zero-copy view."""
+    dtype = np.dtype(jax.dtypes.canonicalize_dtype(float))
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf" and x.ndim >= 1 and x.size >= _FAST_MIN_SIZE:
+        raw = np.empty(x.size * dtype.itemsize + 64, dtype=np.uint8)
+        off = (-raw.ctypes.data) % 64
+        out = raw[off: off + x.size * dtype.itemsize].view(dtype).reshape(x.shape)
+        src = x
+    else:
+        arr = as_real_array(name, x)
+        if not _is_concrete(arr):
+            return arr, None
+        out, src = None, np.asarray(arr)
+        if src.size == 0:
+            return arr, _Extremes()
+    square = square and src.ndim == 3 and src.shape[1] == src.shape[2]
+    starts, rows = _blocks(src.shape, dtype.itemsize) if src.ndim else (range(1), 1)
+    tmp = np.empty((min(rows, src.shape[0]),) + src.shape[1:], dtype) if square else None
+    ext = _Extremes()
+    for i in starts:
+        block = src[i: i + rows] if src.ndim else src
+        if out is not None:
+            np.copyto(out[i: i + rows], block, casting="unsafe")
+            block = out[i: i + rows]
+        ext.add(block, square, tmp)
+    if out is not None:
+        return jax.device_put(out, may_alias=True), ext
+    return arr, ext
 
 
 class NQFData(eqx.Module):
@@ -46,27 +116,31 @@ class NQFData(eqx.Module):
     f0: Float[Array, " m"]
 
     def __init__(self, As, ys, *, gs=None, Bs=None, f0=0.0):
-        As = as_real_array("As", As)
+        As, ext_As = _real_array("As", As, square=True)
         m, p = check_square_stack("As", As)
         if m < 1 or p < 1:
             raise ValueError(f"`As` must hold at least one (p, p) matrix with p >= 1; got shape {As.shape}.")
-        ys = as_real_array("ys", ys)
+        ys, ext_ys = _real_array("ys", ys)
         check_shape("ys", ys, (m,), "one target per structure matrix in `As`")
+        ext_gs = ext_Bs = None
         if gs is not None:
-            gs = as_real_array("gs", gs)
+            gs, ext_gs = _real_array("gs", gs)
             check_shape("gs", gs, (m, p), "one linear term g(x) per sample")
         if Bs is not None:
-            Bs = as_real_array("Bs", Bs)
+            Bs, ext_Bs = _real_array("Bs", Bs)
             check_shape("Bs", Bs, (m, p, p), "one quadratic term B(x) per sample")
-        f0 = as_real_array("f0", f0)
+        f0, ext_f0 = _real_array("f0", f0)
         if f0.ndim == 0:
             f0 = jnp.full((m,), f0)
         check_shape("f0", f0, (m,), "one offset f_x(0) per sample, or a scalar")
-        for name, x in (("As", As), ("ys", ys), ("gs", gs), ("Bs", Bs), ("f0", f0)):
-            if x is not None:
+        # the checks of check_finite and check_symmetric, decided from the one pass's extremes (they
+        # raise, with their messages, only when an array fails; traced arrays are not checked)
+        for name, x, ext in (("As", As, ext_As), ("ys", ys, ext_ys), ("gs", gs, ext_gs), ("Bs", Bs, ext_Bs),
+                             ("f0", f0, ext_f0)):
+            if x is not None and ext is not None and not ext.finite:
                 check_finite(name, x)
-        if _is_concrete(As):
-            check_symmetric("As", As)
+        if ext_As is not None and ext_As.asym > _SYMMETRY_RTOL * max(max(ext_As.hi, -ext_As.lo), 1e-300):
+            check_symmetric("As", As, rtol=_SYMMETRY_RTOL)
         self.As, self.ys, self.gs, self.Bs, self.f0 = As, ys, gs, Bs, f0
 
     @property

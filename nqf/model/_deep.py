@@ -20,7 +20,7 @@ $H^{(l)} = \sum_x\sum_k 2\,\partial\mathcal L/\partial h^{(l)}_k A_k$. Both are 
 of the loss written on the order parameters: $v^{(l)} = \partial\mathcal L/\partial\mu^{(l)}$
 and $H^{(l)} = G + G^\top$ with $G = \partial\mathcal L/\partial M^{(l)}$ taken entry by
 entry (so $G + G^\top = 2A$ for $\mathcal L = \mathrm{Tr}[MA]$, however the form reads $M$).
-:func:`deep_nqf_sgd_step` computes them by autodiff through the forms and never sees a weight.
+:func:`nqf.dynamics.deep_nqf_sgd_step` computes them by autodiff through the forms and never sees a weight.
 
 The loss is the paper's MSE averaged over the minibatch, $\frac1b\sum_x(f(x) - y)^2$
 (the same convention as :func:`nqf.dynamics.nqf_sgd_step`).
@@ -37,7 +37,6 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_positive
 from .._types import ArrayLike
-from ._update import moment_update
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 
@@ -79,73 +78,6 @@ def deep_nqf_loss(stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[Array
     r"""The MSE $\frac1b\sum_x (f(x) - y)^2$ of the deep NQF on a batch (``xs`` with a leading batch axis)."""
     f = jax.vmap(lambda x: deep_nqf_output(stats, forms, x))(xs)
     return jnp.mean((f - ys) ** 2)
-
-
-def _layer_update(M, mu, G, v, eta, d):
-    """Eqs. (222)-(225) for one layer: the update of Thm 2 with this layer's $v$ and $H = G + G^\top$."""
-    z = jnp.zeros_like(M)
-    M1, mu1, *_ = moment_update(M, mu, z, z, jnp.zeros_like(mu), v, G + G.T, eta, d, 0.0, 0.0)
-    return M1, mu1
-
-
-def _step(stats, forms, xs, ys, eta, widths):
-    grads = jax.grad(deep_nqf_loss)(stats, forms, xs, ys)
-    return tuple(_layer_update(M, mu, G, v, eta, d) for (M, mu), (G, v), d in zip(stats, grads, widths))
-
-
-def deep_nqf_sgd_step(
-    stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"], *,
-    eta: float, widths: Sequence[int],
-) -> Stats:
-    r"""One SGD step of the deep NQF written on the order parameters alone (Thm 14, Eqs. 222-225).
-
-    Args:
-        stats: ``((M_1, mu_1), ..., (M_L, mu_L))``.
-        forms: one ``form(M, mu, h_prev)`` per layer (Def. 2).
-        xs, ys: the minibatch (``xs`` has a leading batch axis; a pytree is allowed).
-        eta: learning rate. widths: $(d_1, \dots, d_L)$, neurons per layer (they enter
-            only through the $d_l v^{(l)}$ terms, i.e. when ZGZ fails).
-
-    Equals, to rounding, one step $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ of
-    any weights with these statistics (see the tests and chapter 8).
-    """
-    _check_forms(forms, stats)
-    check_positive("eta", eta)
-    widths = tuple(int(d) for d in widths)
-    if len(widths) != len(stats) or min(widths) < 1:
-        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats)}); got {widths}.")
-    return _step(stats, forms, xs, jnp.asarray(ys), eta, widths)
-
-
-@partial(jax.jit, static_argnames=("forms", "widths"))
-def _sgd_scan(stats0, xs, ys, batches, eta, forms, widths):
-    def body(stats, idx):
-        xb = jax.tree_util.tree_map(lambda a: a[idx], xs)
-        new = _step(stats, forms, xb, ys[idx], eta, widths)
-        return new, new
-
-    _, traj = jax.lax.scan(body, stats0, batches)
-    return traj
-
-
-def deep_nqf_sgd(
-    stats0: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " m"], batches, *,
-    eta: float, widths: Sequence[int],
-) -> Stats:
-    """Iterate :func:`deep_nqf_sgd_step` over the minibatch index rows ``batches`` (one ``lax.scan``,
-    compiled once per shape and forms). Returns the trajectory of every ``(M_l, mu_l)`` with a
-    leading axis ``steps + 1`` (step 0 included)."""
-    _check_forms(forms, stats0)
-    check_positive("eta", eta)
-    widths = tuple(int(d) for d in widths)
-    if len(widths) != len(stats0) or min(widths) < 1:
-        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats0)}); got {widths}.")
-    batches = jnp.asarray(batches)
-    if batches.ndim != 2:
-        raise ValueError(f"`batches` must have shape (steps, b) (one row of sample indices per step); got {batches.shape}.")
-    stats0 = tuple((jnp.asarray(M), jnp.asarray(mu)) for M, mu in stats0)
-    traj = _sgd_scan(stats0, xs, jnp.asarray(ys), batches, jnp.asarray(eta, float), forms, widths)
-    return jax.tree_util.tree_map(lambda a0, a: jnp.concatenate([a0[None], a]), stats0, traj)
 
 
 def scale_forms(forms: tuple[Callable, ...], scales: Sequence[float]) -> tuple[Callable, ...]:

@@ -25,3 +25,5 @@ from ._powerlaw import switch_on_window as switch_on_window
 from ._powerlaw import Sensitivity as Sensitivity
 from ._powerlaw import window_sensitivity as window_sensitivity
 from ._powerlaw import sharp_switch_tolerance as sharp_switch_tolerance
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

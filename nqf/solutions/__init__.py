@@ -18,7 +18,6 @@ from ._lotka_volterra import saxe_learning_time as saxe_learning_time
 from ._riccati import isotropy_residual as isotropy_residual
 from ._riccati import target_matrix as target_matrix
 from ._riccati import riccati_solution as riccati_solution
-from ._riccati import jax_diag as jax_diag
 from ._riccati import riccati_eigenvalues as riccati_eigenvalues
 from ._riccati import ProjectorCoefficients as ProjectorCoefficients
 from ._riccati import projector_coefficients as projector_coefficients
@@ -56,3 +55,5 @@ from ._scaling import effective_exponent_window as effective_exponent_window
 from ._scaling import logistic_excess_loss as logistic_excess_loss
 from ._scaling import sample_wise_loss as sample_wise_loss
 from ._sudden import XiFlow as XiFlow
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

@@ -13,9 +13,6 @@ r"""Scaling laws: many sudden switch-ons add up to a power law (Sec. 6, Thms 9 a
 
 from __future__ import annotations
 
-import functools
-
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,9 +20,12 @@ from jaxtyping import Array, Float
 
 from .._checks import check_finite
 from .._checks import check_ndim
+from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
+from ..dynamics._flow import integrate
+from ..dynamics._flow import succeeded
 
 
 def _real(name: str, value) -> float:
@@ -225,7 +225,8 @@ def sample_wise_loss(
     and $c_{\mu j} = \lambda_{\mu,j}/\lambda_{\mu,\max}$: with $u = \zeta_\mu t$ ($\zeta_\mu = \frac8m\lambda_{\mu,\max}y_\mu$,
     Eq. 174) and $\psi = -\frac8m\lambda_{\mu,\max}\xi_\mu$,
     $$ \frac{d\psi}{du} = 1 - \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi},\qquad \frac{\Delta_\mu}{y_\mu} = \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi} - 1. $$
-    Every sample is integrated (Tsit5, ``jax.vmap``) in its own clock up to $u^* + $ ``tail``, where
+    Every sample is integrated (Tsit5, ``jax.vmap``, through :func:`nqf.dynamics.integrate`; the
+    tolerances are traced, so a new ``rtol`` compiles nothing) in its own clock up to $u^* + $ ``tail``, where
     $u^*\approx\ln(1/\sum_j\kappa_{\mu j})$ is its switch-on, and saved at $u = \zeta_\mu t$; beyond that clock it has converged (its residual is below $e^{-c\,\mathrm{tail}}$,
     $c$ the smallest $c_{\mu j} > 0$) and is reported as 0.
 
@@ -234,6 +235,8 @@ def sample_wise_loss(
     Needs $y_\mu > 0$ and $\lambda_{\mu,\max} > 0$ (Thm 10).
     """
     require_x64("sample_wise_loss")
+    check_positive("rtol", rtol)
+    check_positive("atol", atol, strict=False)
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2, "eigenvalues of each sample's own directions (m, K)")
     m, K = lam.shape
@@ -254,22 +257,26 @@ def sample_wise_loss(
     if bool(jnp.any(jnp.sum(jnp.where(c > 0, kappa, 0.0), axis=1) >= 1.0)):
         raise ValueError("every sample must start below its label: sum_j lambda_j z0_j < y_mu for the growing directions.")
     u_end = jnp.log(1.0 / jnp.sum(jnp.where(c > 0, kappa, 0.0), axis=1)) + float(tail)
-    return _sample_solve(t, zeta, kappa, c, u_end, float(rtol), float(atol))
+    frac, ok = _sample_solve(t, zeta, kappa, c, u_end, jnp.asarray(float(rtol)), jnp.asarray(float(atol)))
+    if not bool(np.all(ok)):
+        raise RuntimeError(f"sample_wise_loss: the ODE solver failed for {int(np.size(ok) - np.sum(ok))} of {m} "
+                           f"sample(s) (samples {np.flatnonzero(~np.asarray(ok))[:5].tolist()}); loosen `rtol`/`atol`.")
+    return frac
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
+_SAMPLE_MAX_STEPS = 16_384
+
+
+@jax.jit
 def _sample_solve(t, zeta, kappa, c, u_end, rtol, atol):
     def one(z, kap, cc, ue):
         u = jnp.minimum(z * t, ue - 1.0)  # non-decreasing save times in this sample's clock
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(_psi_field), diffrax.Tsit5(), t0=0.0, t1=ue, dt0=None, y0=jnp.zeros(()),
-            args=(kap, cc), saveat=diffrax.SaveAt(ts=u),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmax=4.0), max_steps=16_384, throw=True,
-        )
+        sol = integrate(_psi_field, jnp.zeros(()), u, (kap, cc), rtol, atol, solver="tsit5", t0=jnp.zeros(()),
+                        t1=ue, dtmax=4.0, max_steps=_SAMPLE_MAX_STEPS)
         frac = jnp.sum(kap * jnp.exp(cc * sol.ys[:, None]), axis=1) - 1.0
-        return jnp.where(z * t >= ue - 1.0, 0.0, frac)
+        return jnp.where(z * t >= ue - 1.0, 0.0, frac), succeeded(sol)
 
-    return jax.vmap(one, out_axes=1)(zeta, kappa, c, u_end)
+    return jax.vmap(one, out_axes=(1, 0))(zeta, kappa, c, u_end)
 
 
 def _psi_field(u, psi, args):

@@ -8,7 +8,6 @@ from ._autodiff import structure_report as structure_report
 from ._autodiff import structure_matrix as structure_matrix
 from ._autodiff import structure_stack as structure_stack
 from ._autodiff import structure_error as structure_error
-from ._autodiff import relative_error as relative_error
 from ._expansion import nqf_expansion as nqf_expansion
 from ._expansion import RemainderScaling as RemainderScaling
 from ._expansion import remainder_scaling as remainder_scaling
@@ -24,10 +23,11 @@ from ._theorem1 import check_theorem1 as check_theorem1
 from ._feedforward import feedforward_splits as feedforward_splits
 from ._pytree import NeuronLayout as NeuronLayout
 from ._pytree import neuron_weights as neuron_weights
-from ._pytree import weight_apply as weight_apply
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._pytree import pytree_structure_report as pytree_structure_report
 from ._autodiff import structure_reports as structure_reports
 from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses
 from ._matrix_free import nqf_output as nqf_output
+
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

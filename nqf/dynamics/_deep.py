@@ -1,0 +1,141 @@
+r"""Training of deep NQFs (App. B.4): the exact update on the per-layer order parameters (Theorem 14,
+Eqs. 222-225) and gradient descent on the weights of a deep NQF with per-layer learning rates
+(Theorem 15), the latter a configuration of the one trainer :func:`nqf.dynamics.train`.
+
+The forms, outputs and loss of a deep NQF live in :mod:`nqf.model` (:func:`nqf.model.deep_nqf_loss`:
+the paper's MSE averaged over the minibatch, :func:`nqf.model.mse`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Float
+
+from .._checks import check_int
+from .._checks import check_positive
+from .._types import ArrayLike
+from ..model._deep import Stats
+from ..model._deep import _check_forms
+from ..model._deep import deep_nqf_apply
+from ..model._deep import deep_nqf_loss
+from ..model._deep import layer_statistics
+from ..model._update import moment_update
+from ._trainer import Optimizer
+from ._trainer import train
+
+
+def _layer_update(M, mu, G, v, eta, d):
+    """Eqs. (222)-(225) for one layer: the update of Thm 2 with this layer's $v$ and $H = G + G^\top$."""
+    z = jnp.zeros_like(M)
+    M1, mu1, *_ = moment_update(M, mu, z, z, jnp.zeros_like(mu), v, G + G.T, eta, d, 0.0, 0.0)
+    return M1, mu1
+
+
+def _step(stats, forms, xs, ys, eta, widths):
+    grads = jax.grad(deep_nqf_loss)(stats, forms, xs, ys)
+    return tuple(_layer_update(M, mu, G, v, eta, d) for (M, mu), (G, v), d in zip(stats, grads, widths))
+
+
+def deep_nqf_sgd_step(
+    stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"], *,
+    eta: float, widths: Sequence[int],
+) -> Stats:
+    r"""One SGD step of the deep NQF written on the order parameters alone (Thm 14, Eqs. 222-225).
+
+    Args:
+        stats: ``((M_1, mu_1), ..., (M_L, mu_L))``.
+        forms: one ``form(M, mu, h_prev)`` per layer (Def. 2).
+        xs, ys: the minibatch (``xs`` has a leading batch axis; a pytree is allowed).
+        eta: learning rate. widths: $(d_1, \dots, d_L)$, neurons per layer (they enter
+            only through the $d_l v^{(l)}$ terms, i.e. when ZGZ fails).
+
+    Equals, to rounding, one step $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ of
+    any weights with these statistics (see the tests and chapter 8).
+    """
+    _check_forms(forms, stats)
+    check_positive("eta", eta)
+    widths = tuple(int(d) for d in widths)
+    if len(widths) != len(stats) or min(widths) < 1:
+        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats)}); got {widths}.")
+    return _step(stats, forms, xs, jnp.asarray(ys), eta, widths)
+
+
+@partial(jax.jit, static_argnames=("forms", "widths"))
+def _sgd_scan(stats0, xs, ys, batches, eta, forms, widths):
+    def body(stats, idx):
+        xb = jax.tree_util.tree_map(lambda a: a[idx], xs)
+        new = _step(stats, forms, xb, ys[idx], eta, widths)
+        return new, new
+
+    _, traj = jax.lax.scan(body, stats0, batches)
+    return traj
+
+
+def deep_nqf_sgd(
+    stats0: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " m"], batches, *,
+    eta: float, widths: Sequence[int],
+) -> Stats:
+    """Iterate :func:`deep_nqf_sgd_step` over the minibatch index rows ``batches`` (one ``lax.scan``,
+    compiled once per shape and forms). Returns the trajectory of every ``(M_l, mu_l)`` with a
+    leading axis ``steps + 1`` (step 0 included)."""
+    _check_forms(forms, stats0)
+    check_positive("eta", eta)
+    widths = tuple(int(d) for d in widths)
+    if len(widths) != len(stats0) or min(widths) < 1:
+        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats0)}); got {widths}.")
+    batches = jnp.asarray(batches)
+    if batches.ndim != 2:
+        raise ValueError(f"`batches` must have shape (steps, b) (one row of sample indices per step); got {batches.shape}.")
+    stats0 = tuple((jnp.asarray(M), jnp.asarray(mu)) for M, mu in stats0)
+    traj = _sgd_scan(stats0, xs, jnp.asarray(ys), batches, jnp.asarray(eta, float), forms, widths)
+    return jax.tree_util.tree_map(lambda a0, a: jnp.concatenate([a0[None], a]), stats0, traj)
+
+
+def _layerwise_sgd(learning_rate):
+    """Plain GD with one learning rate per layer (``learning_rate[l]`` for the ``l``-th leaf of a tuple)."""
+
+    def update(grads, state, params=None):
+        return tuple(jax.tree_util.tree_map(lambda g, l=l: -learning_rate[l] * g, gl) for l, gl in enumerate(grads)), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
+class _DeepLoss(eqx.Module):
+    forms: tuple = eqx.field(static=True)
+
+    def __call__(self, Ws, batch, args):
+        return deep_nqf_loss(layer_statistics(Ws), self.forms, *args)
+
+
+class _DeepOutputs(eqx.Module):
+    forms: tuple = eqx.field(static=True)
+
+    def __call__(self, Ws, args):
+        return jax.vmap(lambda x: deep_nqf_apply(Ws, self.forms, x))(args[0])
+
+
+def deep_nqf_gd(
+    Ws0: tuple, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " m"], *,
+    eta: Sequence[float], num_steps: int,
+):
+    r"""Full-batch GD on the weights of a deep NQF with learning rate ``eta[l]`` for layer ``l``
+    (Theorem 15 runs a compressed model at $\eta\,d_l/d'_l$), recording its outputs on ``xs`` before
+    every step: returns an array ``(num_steps, m, ...)``. The rates are traced (a new set compiles
+    nothing); a configuration of :func:`nqf.dynamics.train`."""
+    _check_forms(forms, tuple((None, None) for _ in Ws0))
+    etas = tuple(float(e) for e in eta)
+    if len(etas) != len(Ws0):
+        raise ValueError(f"`eta` must hold one learning rate per layer ({len(Ws0)}); got {len(etas)}.")
+    for e in etas:
+        check_positive("eta", e)
+    num_steps = check_int("num_steps", num_steps)
+    opt = Optimizer(_layerwise_sgd, {"learning_rate": jnp.asarray(etas)}, ())
+    res = train(_DeepLoss(tuple(forms)), tuple(Ws0), opt, num_steps=num_steps, args=(xs, jnp.asarray(ys)),
+                record=_DeepOutputs(tuple(forms)))
+    return jnp.asarray(res.record[:-1])

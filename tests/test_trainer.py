@@ -1,0 +1,189 @@
+"""The one trainer (nqf.dynamics.train) and the runs configured on it: numerics against hand-written
+optax loops, divergence reported, and compile counts (a second call with new data of the same shapes,
+or a new learning rate, compiles nothing)."""
+
+from __future__ import annotations
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import nqf
+from nqf import architectures, dynamics
+from helpers import count_compilations
+
+
+class Quadratic(eqx.Module):
+    """Least squares of a linear model: loss(w, (X, y), args) = mean((X w - y)^2)."""
+
+    def __call__(self, w, batch, args):
+        X, y = batch
+        return jnp.mean((X @ w - y) ** 2)
+
+
+class Norm(eqx.Module):
+    def __call__(self, w, args):
+        return jnp.sum(w**2)
+
+
+def _problem(seed, m=20, p=3):
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(rng.normal(size=(m, p))), jnp.asarray(rng.normal(size=m))
+
+
+def _hand_loop(opt, w, X, y, steps):
+    state, losses = opt.init(w), []
+    for _ in range(steps):
+        value, g = jax.value_and_grad(lambda w: jnp.mean((X @ w - y) ** 2))(w)
+        upd, state = opt.update(g, state, w)
+        w = optax.apply_updates(w, upd)
+        losses.append(value)
+    return w, np.asarray(losses)
+
+
+@pytest.mark.parametrize("name, kw", [("sgd", {}), ("sgd", {"momentum": 0.9}), ("adam", {})])
+def test_train_equals_a_hand_written_optax_loop(name, kw):
+    X, y = _problem(0)
+    w0 = jnp.full(3, 0.1)
+    res = dynamics.train(Quadratic(), w0, nqf.optimizer(name, 0.05, **kw), num_steps=12, data=(X, y),
+                         record=Norm(), record_every=4)
+    w, losses = _hand_loop(getattr(optax, name)(0.05, **kw), w0, X, y, 12)
+    np.testing.assert_allclose(res.params, w, rtol=1e-12)
+    np.testing.assert_allclose(res.batch_loss, losses, rtol=1e-12)
+    np.testing.assert_array_equal(res.steps, [0, 4, 8, 12])
+    assert res.record.shape == (4,) and not res.diverged and res.first_nonfinite == -1
+
+
+def test_batches_select_rows_and_vmap_runs_independent_seeds():
+    X, y = _problem(1)
+    idx = jnp.asarray(np.random.default_rng(2).integers(0, 20, size=(6, 5)))
+    res = dynamics.train(Quadratic(), jnp.zeros(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    w, state = jnp.zeros(3), None
+    for k in range(6):
+        g = jax.grad(lambda w: jnp.mean((X[idx[k]] @ w - y[idx[k]]) ** 2))(w)
+        w = w - 0.1 * g
+    np.testing.assert_allclose(res.params, w, rtol=1e-12)
+    W0 = jnp.stack([jnp.zeros(3), jnp.ones(3)])
+    both = dynamics.train(Quadratic(), W0, optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx, vmap=("params",))
+    one = dynamics.train(Quadratic(), jnp.ones(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    np.testing.assert_allclose(both.params[1], one.params, rtol=1e-12)
+    assert both.batch_loss.shape == (2, 6)
+
+
+def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
+    X, y = _problem(3)
+    with pytest.warns(RuntimeWarning, match="learning rate 100"):
+        res = dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y))
+    assert bool(res.diverged) and 0 < int(res.first_nonfinite) < 200
+    with pytest.raises(RuntimeError, match="diverged"):
+        dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y),
+                       on_divergence="raise")
+
+
+@pytest.mark.parametrize("bad, exc, word", [
+    (jnp.array([1, 2, 3]), TypeError, "floating"),
+    (jnp.array([1.0, jnp.nan, 0.0]), ValueError, "finite"),
+])
+def test_bad_initial_parameters_are_refused(bad, exc, word):
+    X, y = _problem(0)
+    with pytest.raises(exc, match=word):
+        dynamics.train(Quadratic(), bad, optax.sgd(0.1), num_steps=2, data=(X, y))
+
+
+@pytest.mark.parametrize("bad, exc", [("adam", TypeError), (optax.sgd, TypeError), (None, TypeError)])
+def test_bad_optimizers_name_the_argument(bad, exc):
+    X, y = _problem(0)
+    with pytest.raises(exc, match="optimizer"):
+        dynamics.train(Quadratic(), jnp.ones(3), bad, num_steps=2, data=(X, y))
+
+
+def test_optimizer_refuses_a_bad_learning_rate_and_unknown_names():
+    with pytest.raises(ValueError, match="learning_rate"):
+        nqf.optimizer("sgd", -0.1)
+    with pytest.raises(ValueError, match="name"):
+        nqf.optimizer("not_an_optimizer", 0.1)
+
+
+# ----------------------------------------------------------------------------- compile counts
+def test_train_new_data_and_new_learning_rate_compile_nothing():
+    X, y = _problem(0)
+    dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("adam", 0.01), num_steps=5, data=(X, y), record=Norm())
+    X2, y2 = _problem(1)
+    w2 = 2 * jnp.ones(3)
+    with count_compilations() as seen:
+        dynamics.train(Quadratic(), w2, nqf.optimizer("adam", 0.02), num_steps=5, data=(X2, y2), record=Norm())
+    assert seen == []
+
+
+def _mlp_data(seed, m=12):
+    arch = architectures.two_layer_mlp(3)
+    xs = jax.vmap(arch.sample_input)(jax.random.split(jax.random.PRNGKey(seed), m))
+    return arch, xs, jnp.sin(xs[:, 0])
+
+
+def test_compare_with_nqf_compiles_once_for_new_data_and_rate():
+    arch, xs, ys = _mlp_data(0)
+    W0 = 0.01 * jax.random.normal(jax.random.PRNGKey(1), (arch.p, 4))
+    nqf.compare_with_nqf(arch, W0, (xs, ys), nqf.optimizer("sgd", 0.1), 10, probe=xs, track=("loss", "outputs"))
+    _, xs2, ys2 = _mlp_data(5)
+    W2 = 2 * W0
+    with count_compilations() as seen:
+        nqf.compare_with_nqf(arch, W2, (xs2, ys2), nqf.optimizer("sgd", 0.3), 10, probe=xs2,
+                             track=("loss", "outputs"), check=False)
+    assert seen == []
+
+
+def test_online_and_side_by_side_compile_once_for_new_rate():
+    arch = architectures.two_layer_mlp(3)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    W0 = 0.01 * jax.random.normal(keys[0], (2, arch.p, 4))
+    Wt = jax.random.normal(keys[1], (2, arch.p, 2))
+    kw = dict(batch=4, steps=20, record_every=10, n_probe=8)
+    dynamics.online_teacher_student(arch, arch, W0, Wt, keys, eta=0.05, **kw)
+    W2 = 2 * W0
+    with count_compilations() as seen:
+        dynamics.online_teacher_student(arch, arch, W2, Wt, keys, eta=0.02, **kw)
+    assert seen == []
+    train, test = dynamics.teacher_data(arch, Wt, keys, 10, 6)
+    args = ((arch.apply,), (W0,), None, train, test, 10)
+    dynamics.train_side_by_side(args[0], args[1], nqf.optimizer("adam", 0.01), train, test, 10)
+    with count_compilations() as seen:
+        dynamics.train_side_by_side(args[0], (W2,), nqf.optimizer("adam", 0.03), train, test, 10)
+    assert seen == []
+
+
+def _w_loss(W, batch):
+    return jnp.sum((W @ W.T - batch) ** 2)
+
+
+def test_train_weights_full_batch_gd_fourier_and_deep_compile_once():
+    batches = jnp.ones((4, 3, 3))
+    nqf.train_weights(_w_loss, jnp.eye(3), optax.sgd(0.01), 4, batches=batches)
+    d = nqf.datasets
+    W2, b2, opt = 2 * jnp.eye(3), 2 * batches, optax.sgd(0.01)
+    nqf.train_weights(_w_loss, jnp.eye(3), opt, 4, batches=batches)
+    with count_compilations() as seen:
+        nqf.train_weights(_w_loss, W2, opt, 4, batches=b2)
+    assert seen == []
+    rng = np.random.default_rng(0)
+    As = rng.normal(size=(10, 3, 3))
+    data = nqf.NQFData(jnp.asarray(As + np.swapaxes(As, 1, 2)), jnp.asarray(rng.normal(size=10)))
+    dynamics.full_batch_gd(0.1 * jnp.eye(3), data, eta=0.01, num_steps=5)
+    W2 = 0.2 * jnp.eye(3)
+    with count_compilations() as seen:
+        dynamics.full_batch_gd(W2, data, eta=0.02, num_steps=5)
+    assert seen == []
+    del d
+    P = 4
+    p0 = 0.1 * jnp.ones((2, 2, P))
+    b, c = jnp.ones((2, P)), jnp.linspace(0.5, 1.0, P)[None].repeat(2, 0)
+    dynamics.fourier_nqf_gd(p0, b, c, 0.01, 20, every=10)
+    p2 = 2 * p0
+    with count_compilations() as seen:
+        dynamics.fourier_nqf_gd(p2, b, c, 0.02, 20, every=10)
+    assert seen == []
