@@ -22,7 +22,6 @@ from ._discrete import nqf_momentum as nqf_momentum
 from ._flow import log_times as log_times
 from ._flow import solve_ode as solve_ode
 from ._flow import gradient_flow as gradient_flow
-from ._flow import gradient_flow_batch as gradient_flow_batch
 from ._flow import trajectory_error as trajectory_error
 from ._train import train_weights as train_weights
 from ._train import GDRun as GDRun
