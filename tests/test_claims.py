@@ -196,7 +196,7 @@ def test_kinds_are_labelled_grouped_and_counted_apart(tmp_path):
     assert html.index("paper: window") < html.index("finding: Adam") < html.index("setup: the two runs differ")
     assert html.count("<table") == 3
     assert "Paper claims of ch07" in html and "2 of 2 pass" in html
-    assert "Findings of the book" in html and "1 of 1 pass" in html and "Sanity checks" in html
+    assert "Findings of ch07" in html and "1 of 1 pass" in html and "Sanity checks" in html
     md_kinds = [line.split("|")[1].strip() for line in c.table()._repr_markdown_().splitlines()[2:]]
     assert md_kinds == ["paper", "paper", "finding", "sanity", "sanity"]
     # the summary quotes the paper-claim count only

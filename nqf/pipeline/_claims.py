@@ -77,12 +77,12 @@ KINDS = ("paper", "finding", "sanity")
 
 _GROUP_TITLES = {
     "paper": "Paper claims",
-    "finding": "Findings of the book",
+    "finding": "Findings",
     "sanity": "Sanity checks",
 }
 _GROUP_HELP = {
     "paper": "independent measurements against the paper's predictions; each could fail if the paper were wrong",
-    "finding": "the book's own results (measured errata, what the paper does not cover); not counted as paper claims",
+    "finding": "the book's own results: measured errata, what the paper does not cover; not counted as paper claims",
     "sanity": "our data meet a theorem's hypotheses, identities of our own code and setup; not evidence about the paper",
 }
 
