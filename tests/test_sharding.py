@@ -38,8 +38,8 @@ SCRIPT = textwrap.dedent(
     ts = np.linspace(0.0, 4.0, 11)
     out = {}
     for name, kw in (("plain", {}), ("mesh", {"mesh": mesh})):
-        b = dynamics.gradient_flow_batch(M0s, data, ts, **kw)
-        lanes = dynamics.gradient_flow_batch(M0s, [data] * 6, ts, statistics=False, **kw)
+        b = nqf.gradient_flow(M0s, data, ts, **kw)
+        lanes = nqf.gradient_flow(M0s, [data] * 6, ts, statistics=False, **kw)
         P = np.linalg.qr(rng.normal(size=(3, 3)))[0] if name == "plain" else P
         lam = rng.uniform(0.5, 1.5, (4, 3)) if name == "plain" else lam
         ys = rng.uniform(0.5, 1.5, 4) if name == "plain" else ys
@@ -87,4 +87,4 @@ def test_batch_mesh_and_bad_mesh():
     with pytest.raises(ValueError, match="devices"):
         dynamics.batch_mesh([])
     with pytest.raises(TypeError, match="mesh"):
-        dynamics.gradient_flow_batch(np.stack([np.eye(2)] * 2), None, np.linspace(0, 1, 3), mesh=object())
+        dynamics.gradient_flow(np.stack([np.eye(2)] * 2), None, np.linspace(0, 1, 3), mesh=object())
