@@ -24,18 +24,23 @@ from .processes import locked
 
 
 def _describe_claim(c: dict) -> str:
-    """One line for a failed claim: its name, the measured value and what was required."""
-    kind = c.get("kind")
-    if kind == "close":
+    """One line for a failed claim: its kind, name, the measured value and what was required.
+
+    Claims files record the comparison as ``test`` and the kind (paper, finding, sanity) as
+    ``kind``; files written before claims had kinds held the comparison in ``kind``.
+    """
+    test = c.get("test", c.get("kind"))
+    if test == "close":
         tols = ", ".join(f"{k} {c[k]:.3g}" for k in ("rtol", "atol") if c.get(k) is not None)
         req = f"≈ {c.get('predicted')} ({tols})"
-    elif kind == "less":
+    elif test == "less":
         req = f"< {c.get('hi')}"
-    elif kind == "greater":
+    elif test == "greater":
         req = f"> {c.get('lo')}"
     else:
         req = f"in [{c.get('lo')}, {c.get('hi')}]"
-    return f"claim {c.get('name')!r}: measured {c.get('measured')}, required {req}"
+    kind = f"{c['kind']} " if "test" in c and c.get("kind") else ""
+    return f"{kind}claim {c.get('name')!r}: measured {c.get('measured')}, required {req}"
 
 
 def _source_cell(notebook: Path, executed_nb: Optional[Path], cell_index: Optional[int]) -> str:

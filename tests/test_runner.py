@@ -52,8 +52,8 @@ def passing(chapter: str = "ch01") -> list[str]:
         "ax.set_xlabel('t (rescaled)'); ax.legend()\n"
         f"paths = savefig(fig, 'dummy', chapter={chapter!r}, out_dir=out_dir)",
         f"claims = Claims({chapter!r}, fidelity, out_dir)\n"
-        "claims.close('seed echoes', seed, seed, atol=0)\n"
-        "claims.less('tiny', 1e-20, 1e-12)\n"
+        "claims.close('seed echoes', seed, seed, atol=0, kind='sanity')\n"
+        "claims.less('tiny', 1e-20, 1e-12, kind='paper')\n"
         "claims.table()",
         "claims.finish()",
     ]
@@ -64,8 +64,8 @@ PASSING = passing()
 FAILING_CLAIM = [
     "from nqf.pipeline import Claims\n"
     "claims = Claims('ch03', fidelity, out_dir)\n"
-    "claims.close('slope equals three', 2.5, 3.0, atol=0.1)\n"
-    "claims.less('this one holds', 0.0, 1.0)\n"
+    "claims.close('slope equals three', 2.5, 3.0, atol=0.1, kind='paper')\n"
+    "claims.less('this one holds', 0.0, 1.0, kind='sanity')\n"
     "claims.finish()",
 ]
 
@@ -248,7 +248,7 @@ def test_passing_chapter_then_cache_then_staleness(tmp_repo):
     p = run(tmp_repo, "--fidelity", "quick", "--only", "ch01", "-p", "seed=3")
     assert p.returncode == 0 and "ok" in p.stdout, out(p)
     claims = json.loads((tmp_repo / "_build/output/quick/claims/ch01.json").read_text())
-    assert claims["claims"][0]["measured"] == 3.0
+    assert next(c for c in claims["claims"] if c["name"] == "seed echoes")["measured"] == 3.0
     p = run(tmp_repo, "--fidelity", "quick", "-p", "sede=3")
     assert p.returncode == 2 and "no parameter sede" in p.stderr
     p = run(tmp_repo, "--build", "--only", "ch01")
@@ -260,7 +260,7 @@ def test_failed_claim_names_chapter_and_claim(tmp_repo):
     p = run(tmp_repo, "--fidelity", "quick")
     assert p.returncode == 1, out(p)
     assert "ch03_bad_claim" in p.stderr
-    assert "slope equals three" in p.stderr and "2.5" in p.stderr and "3.0" in p.stderr
+    assert "paper claim 'slope equals three': measured 2.5, required ≈ 3.0" in p.stderr, p.stderr
     assert "this one holds" not in p.stderr
     assert not (tmp_repo / "_build/executed/quick/ch03_bad_claim.ipynb").exists()
     assert (tmp_repo / "_build/executed/quick/failed/ch03_bad_claim.ipynb").exists()
@@ -287,7 +287,7 @@ def test_cell_error_and_missing_claims_name_the_chapter(tmp_repo):
 
 def test_wrong_fidelity_in_claims_fails(tmp_repo):
     body = ["from nqf.pipeline import Claims\nc = Claims('ch01', 'full', out_dir)\n"
-            "c.less('x', 0, 1)\nc.finish()"]
+            "c.less('x', 0.5, 1, kind='paper')\nc.finish()"]
     make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", body)
     p = run(tmp_repo, "--fidelity", "quick")
     assert p.returncode == 1 and "is for fidelity 'full'" in p.stderr, out(p)
@@ -344,7 +344,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     assert f"colab.research.google.com/github/nqf-book/nqf/blob/main/notebooks/{CH01}.ipynb" in page
     assert f"_sources/notebooks/{CH01}.ipynb" in page
     assert (site / "_sources" / "notebooks" / f"{CH01}.ipynb").is_file()
-    assert "1 of 2 pass" not in page and "2 of 2 pass" in page  # the executed claims table
+    assert "0 of 1 pass" not in page and "1 of 1 pass" in page  # the executed claims tables (by kind)
     api = (site / "book" / "api.html").read_text()
     assert 'id="nqf.pipeline.Claims"' in api
     assert 'id="nqfbook.run_chapter"' in api  # the book's tool, documented beside the science
