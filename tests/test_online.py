@@ -9,8 +9,9 @@ import optax
 import pytest
 
 from nqf.architectures import deep_mlp, two_layer_mlp
-from nqf.dynamics import (agreement_window, log_loss_gap, nqf_output, online_teacher_student, relative_loss_gap,
+from nqf.dynamics import (first_exceedance, log_loss_gap, online_teacher_student, relative_gap, relative_loss_gap,
                           teacher_data, train_side_by_side)
+from nqf.structure import nqf_output
 
 ARCH = two_layer_mlp(3)
 
@@ -88,7 +89,14 @@ def test_side_by_side_equals_separate_optax_runs():
 def test_gap_helpers():
     steps = np.arange(0, 50, 10)
     gap = np.array([[0.0, 0.01, 0.2, 0.05, 0.3], [0.0, 0.0, 0.0, 0.0, 0.0]])
-    np.testing.assert_array_equal(agreement_window(steps, gap, 0.1), [20.0, np.inf])
+    np.testing.assert_array_equal(first_exceedance(steps, gap, 0.1), [20.0, np.inf])
+    # one rule everywhere: a non-finite gap (a diverged run) counts as parted
+    diverged = np.array([[0.0, 0.01, np.nan, np.nan, np.nan]])
+    np.testing.assert_array_equal(first_exceedance(steps, diverged, 0.1), [20.0])
+    a = np.array([[[3.0, 4.0], [3.0, 4.0]]])  # (S=1, T=2, o=2)
+    b = np.array([[[3.0, 4.0], [0.0, 0.0]]])
+    np.testing.assert_allclose(relative_gap(a, b, time_axis=1), [[0.0, 1.0]])
+    np.testing.assert_allclose(relative_gap(a, b, time_axis=1, reference=np.array([[6.0, 8.0]])), [[0.0, 0.5]])
     np.testing.assert_allclose(relative_loss_gap([2.0, 4.0], [1.0, 5.0]), [0.5, 0.25])
     np.testing.assert_allclose(log_loss_gap([[1.0, np.e]], [[1.0, 1.0]]), [0.5])
     assert np.isinf(log_loss_gap([[1.0, 1.0]], [[1.0, np.nan]]))[0]

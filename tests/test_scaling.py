@@ -196,7 +196,7 @@ def test_fourier_gd_folded_and_eigenbasis_forms_agree():
     L4, u4 = dynamics.fourier_nqf_gd(p0, d.b[None], s, 0.02, 40, every=10)
     np.testing.assert_allclose(L3, L4, rtol=1e-10)
     np.testing.assert_allclose(u3, u4, rtol=1e-10, atol=1e-15)
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(ValueError, match="`every` must divide"):
         dynamics.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 45, every=10)
 
 

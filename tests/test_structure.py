@@ -130,7 +130,7 @@ def test_bad_arguments_raise_clear_errors():
         structure_report(arch, X3, 5)
     with pytest.raises(ValueError, match=r"check `p` \(parameters per neuron\)"):
         structure_report(_mlp(jnp.tanh), X3, 5)
-    with pytest.raises(ValueError, match="`p` .* must be a positive int"):
+    with pytest.raises(ValueError, match="`p` .* is required for a plain callable module"):
         structure_report(_mlp(jnp.tanh), X3)
     with pytest.raises(ValueError, match=r"`x` must have shape \(3\)"):
         structure_report(arch, jnp.ones(4))

@@ -197,9 +197,9 @@ def test_bad_inputs_raise_clear_errors():
         single_head_attention_logits(3, 4, 2, c=jnp.ones(4))
     with pytest.raises(ValueError, match="`t` must be a token position"):
         bilinear_sequence_regression(3, 4, t=4)
-    with pytest.raises(ValueError, match="`n` must be a positive int"):
+    with pytest.raises(ValueError, match="`n` must be an integer >= 1"):
         psd_matrix_sensing(0)
-    with pytest.raises(ValueError, match="`d_k` must be a positive int"):
+    with pytest.raises(ValueError, match="`d_k` must be an integer >= 1"):
         tied_qk_attention(3, 4, 0)
     with pytest.raises(BAD_INPUT, match="WQ|WK"):
         stack_query_key(jnp.ones((2, 3)), jnp.ones((3, 3)))

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+from .._checks import check_size
 from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
@@ -72,8 +73,7 @@ def _readout_vector(c, D: int) -> tuple[tuple, int | None]:
 
 def _check_dims(**dims) -> None:
     for name, value in dims.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+        check_size(name, value)
 
 
 class _PairInput(Architecture):

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+from .._checks import check_size
 from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
@@ -122,8 +123,7 @@ def custom_architecture(
     """
     if not isinstance(name, str) or not isinstance(describe, str):
         raise ValueError(f"`name` and `describe` must be strings; got {name!r} and {describe!r}.")
-    if not isinstance(p, (int, np.integer)) or isinstance(p, bool) or p < 1:
-        raise ValueError(f"`p` (parameters per neuron) must be a positive int; got {p!r}.")
+    check_size("p", p)  # parameters per neuron
     for arg, fn in (("apply", apply), ("structure", structure), ("sample_input", sample_input)):
         if not callable(fn):
             raise ValueError(f"`{arg}` must be callable; got {type(fn).__name__}.")

@@ -27,7 +27,6 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 from .._types import ArrayLike
 from ._attention import multihead_attention
@@ -36,6 +35,7 @@ from ._base import _normal
 from ._base import _zero_slope
 from ._base import check_activation
 from ._base import check_input
+from .._checks import check_size
 from ._base import check_weights
 from ._base import feedforward_structure
 from ._modules import two_layer_mlp
@@ -330,6 +330,5 @@ def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepAttention:
     and readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$, equal to the 2-layer NQF at step 0.
     """
     for name, v in (("D", D), ("N", N), ("d_k", d_k)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+        check_size(name, v)
     return DeepAttention(int(D), int(N), int(d_k))

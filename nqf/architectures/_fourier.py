@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import check_size
 from .._checks import check_ndim
 from .._types import ArrayLike
 from ._base import Architecture
@@ -30,8 +31,7 @@ from ._base import Architecture
 def fourier_features(x: Float[ArrayLike, "*n"] | float, P: int) -> Float[Array, "*n P"]:
     r"""Orthonormal Fourier features $\psi_k(x) = \sqrt2\cos(2\pi kx)$, $k = 1..P$ (Sec. 7). On a uniform
     grid of $M > 2P$ points, $\frac1M\sum_\mu\psi_k(x_\mu)\psi_j(x_\mu) = \delta_{kj}$."""
-    if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
-        raise ValueError(f"`P` must be a positive integer (number of Fourier units); got {P!r}.")
+    check_size("P", P)  # number of Fourier units
     k = jnp.arange(1, P + 1, dtype=float)
     return jnp.sqrt(2.0) * jnp.cos(2 * jnp.pi * k * jnp.asarray(x, dtype=float)[..., None])
 
@@ -103,8 +103,7 @@ class FourierMLP(Architecture):
 
 def fourier_mlp(P: int, theta: float, *, normalise: bool = True) -> FourierMLP:
     """The Fourier MLP of Eq. (50) (Fig. 5) with ``P`` units and scales ``s_k = k^-theta``."""
-    if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
-        raise ValueError(f"`P` must be a positive integer; got {P!r}.")
+    check_size("P", P)
     if not np.isfinite(theta):
         raise ValueError(f"`theta` must be finite; got {theta!r}.")
     return FourierMLP(int(P), float(theta), bool(normalise))

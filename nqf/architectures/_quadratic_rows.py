@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
+from .._checks import check_size
 from .._checks import _is_concrete
 from .._checks import check_shape
 from .._types import ArrayLike
@@ -29,8 +30,7 @@ from ._base import feedforward_structure
 
 def _check_sizes(**sizes) -> None:
     for name, value in sizes.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+        check_size(name, value)
 
 
 # ---------------------------------------------------------- exactly quadratic rows

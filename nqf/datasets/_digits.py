@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._checks import check_size
+
 
 class DigitsData(NamedTuple):
     """A train/test split of images with odd-vs-even targets.
@@ -52,8 +54,7 @@ def _split_counts(n_total: int, n_train: int | None, n_test: int | None) -> tupl
     if n_train is None:
         n_train = n_total - n_test
     for name, v in (("n_train", n_train), ("n_test", n_test)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+        check_size(name, v)
     if n_train + n_test > n_total:
         raise ValueError(
             f"`n_train` + `n_test` = {n_train + n_test} exceeds the {n_total} images available."

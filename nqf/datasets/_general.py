@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import check_size
 from ..dynamics._discrete import weight_outputs
 from ..model._data import NQFData
 from ..structure._autodiff import structure_reports
@@ -36,8 +37,8 @@ class TeacherData(NamedTuple):
 def subspace_inputs(k: int, m: int, *, rank: int | None = None, rng: np.random.Generator) -> np.ndarray:
     r"""``m`` Gaussian inputs in $\mathbb R^k$ of norm about 1, in a random ``rank``-dimensional
     subspace if given (then the data subspace of Eq. (102) is small, Thm 3)."""
-    if int(k) < 1 or int(m) < 1:
-        raise ValueError(f"`k` and `m` must be >= 1; got k={k!r}, m={m!r}.")
+    check_size("k", k)
+    check_size("m", m)
     r = int(k) if rank is None else int(rank)
     if not 1 <= r <= int(k):
         raise ValueError(f"`rank` must lie in [1, k={k}]; got {rank!r}.")
@@ -72,8 +73,7 @@ def teacher_dataset(
         seed: seed of the generator. rank: dimension of the input subspace (default ``k``).
         teacher_width, teacher_scale: the teacher's width $t$ and weight scale.
     """
-    if int(teacher_width) < 1:
-        raise ValueError(f"`teacher_width` must be >= 1; got {teacher_width!r}.")
+    check_size("teacher_width", teacher_width)
     rng = np.random.default_rng(seed)
     xs = subspace_inputs(k, m, rank=rank, rng=rng)
     reps = structure_reports(module, [jnp.asarray(x) for x in xs], int(p))  # one compilation for all inputs

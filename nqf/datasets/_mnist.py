@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._checks import check_int
 from ._digits import DigitsData
 from ._digits import odd_even_targets
 
@@ -145,8 +146,7 @@ def mnist_odd_even(
     for split, n in (("train", n_train), ("test", n_test)):
         total = len(data[f"{split}_labels"])
         name = f"n_{split}"
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= total:
-            raise ValueError(f"`{name}` must be an int in [1, {total}] (images in the {split} file); got {n!r}.")
+        check_int(name, n, minimum=1, maximum=total)  # at most the images in the split's file
         idx = np.sort(rng.choice(total, size=int(n), replace=False))
         digits = data[f"{split}_labels"][idx].astype(int)
         sets.append((data[f"{split}_images"][idx].astype(float) / 255.0, odd_even_targets(digits), digits))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
+from .._checks import check_size
 from .._checks import check_finite
 from .._checks import check_ndim
 from .._checks import check_positive
@@ -19,8 +20,7 @@ from .._types import ArrayLike
 
 def random_orthogonal(n: int, seed: int = 0) -> np.ndarray:
     """A Haar-random ``n x n`` orthogonal matrix (QR of a Gaussian matrix, signs fixed)."""
-    if int(n) < 1:
-        raise ValueError(f"`n` must be >= 1; got {n!r}.")
+    check_size("n", n)
     q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, n)))
     return q * np.sign(np.diag(r))
 

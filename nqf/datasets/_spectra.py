@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
+from .._checks import check_size
 from .._types import ArrayLike
 from ..architectures._fourier import fourier_features
 from ..architectures._fourier import fourier_mlp
@@ -26,9 +27,7 @@ from ..model._data import NQFData
 
 
 def _positive_int(name, v):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"`{name}` must be a positive integer; got {v!r}.")
-    return int(v)
+    return check_size(name, v)
 
 
 def _finite(name, v, *, positive=False):

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import check_size
 from ..architectures._attention import multihead_attention
 from ..architectures._attention_rows import single_head_attention_logits
 from ..architectures._base import Architecture
@@ -188,8 +189,7 @@ def low_rank_teacher(
     s_arr = np.asarray(s, dtype=float)
     if s_arr.ndim != 1 or s_arr.size < 1 or np.any(s_arr <= 0):
         raise ValueError(f"`s` must be a non-empty sequence of positive singular values; got {s!r}.")
-    if not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"`m` must be a positive int; got {m!r}.")
+    check_size("m", m)
     kx, kp, kq = jax.random.split(key, 3)
     keys = jax.random.split(kx, m)
     xs = jax.vmap(module.arch.sample_input)(keys)

@@ -37,7 +37,6 @@ from ._sharding import batch_mesh as batch_mesh
 from ._sharding import sharded_vmap as sharded_vmap
 from ._online import OnlineRun as OnlineRun
 from ._online import online_teacher_student as online_teacher_student
-from ._online import agreement_window as agreement_window
 from ._online import relative_loss_gap as relative_loss_gap
 from ._online import SideBySide as SideBySide
 from ._online import train_side_by_side as train_side_by_side

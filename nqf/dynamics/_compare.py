@@ -38,7 +38,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .._checks import check_int
 from .._checks import check_key

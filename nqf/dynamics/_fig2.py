@@ -40,7 +40,7 @@ def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
 
 
 def fig2_run(
-    module: Fig2Module, teacher: TeacherSet, optimizer, steps: int, sigmas, *, key: Array,
+    module: Any, teacher: Any, optimizer: Any, num_steps: int, sigmas: Any, *, key: Array,
     record_every: int = 1, threshold: float = 0.1, n_probe: int = 100,
 ) -> Fig2Run:
     r"""Train ``module`` and its NQF on ``teacher`` from $W(0) = \sigma Z$ (one Gaussian $Z$, entries
@@ -54,7 +54,7 @@ def fig2_run(
     Z = jax.random.normal(key, (module.arch.p, module.d))
     W0 = jnp.asarray(sig)[:, None, None] * Z[None]
     probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
-    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, steps, probe=probe,
+    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps, probe=probe,
                            track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
                            record_every=record_every, threshold=threshold)
     r = teacher.s.size

@@ -8,12 +8,22 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._checks import check_size
 from .._checks import check_ndim
+from .._checks import check_positive
 from .._types import ArrayLike
 from ..architectures._fourier import fourier_mlp_batch
 from ..architectures._fourier import raw_tanh_mlp
 from ._trainer import optimizer
 from ._trainer import train
+
+
+def _check_run(eta, num_steps, every) -> None:
+    check_positive("eta", eta)
+    check_size("num_steps", num_steps)
+    check_size("every", every)
+    if int(num_steps) % int(every):
+        raise ValueError(f"`every` must divide `num_steps` = {num_steps}; got {every!r}.")
 
 
 class _FourierLoss(eqx.Module):
@@ -76,8 +86,7 @@ def fourier_gd(
         raise ValueError(f"`params0` must have shape (n, 2, P); got {params0.shape}.")
     if ys.shape != (n, xs.shape[0]) or s.shape != (n, P):
         raise ValueError(f"`ys` must have shape {(n, xs.shape[0])} and `s` {(n, P)}; got {ys.shape} and {s.shape}.")
-    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
-        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    _check_run(eta, num_steps, every)
     w = jnp.ones(xs.shape[0]) if weights is None else jnp.asarray(weights, dtype=float)
     if w.shape != xs.shape or bool(jnp.any(w < 0)):
         raise ValueError(f"`weights` must be non-negative with the shape of `xs` {xs.shape}; got {w.shape}.")
@@ -94,8 +103,7 @@ def raw_mlp_gd(params0: dict, xs: Float[ArrayLike, " M"], ys: Float[ArrayLike, "
                *, every: int = 10) -> Float[Array, " R"]:
     r"""Full-batch GD on the loss of Eq. (26) for :func:`~nqf.architectures.raw_tanh_mlp` (the baseline of Fig. 5); returns the
     loss every ``every`` steps from step 0 to ``num_steps``."""
-    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
-        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    _check_run(eta, num_steps, every)
     res = train(_RawLoss(), params0, optimizer("sgd", float(eta)), num_steps=int(num_steps),
                 args=(jnp.asarray(xs, dtype=float), jnp.asarray(ys, dtype=float)), record=_RawRecord(),
                 record_every=int(every))
@@ -118,8 +126,7 @@ def fourier_nqf_gd(
     n, two, P = params0.shape
     if two != 2 or b.shape != (n, P) or c.shape != (n, P):
         raise ValueError(f"need params0 (n, 2, P), b and c (n, P); got {params0.shape}, {b.shape}, {c.shape}.")
-    if not eta > 0 or int(num_steps) < 1 or int(every) < 1 or int(num_steps) % int(every):
-        raise ValueError(f"need eta > 0 and num_steps a positive multiple of every; got {eta!r}, {num_steps!r}, {every!r}.")
+    _check_run(eta, num_steps, every)
     res = train(_EigenLoss(), params0, optimizer("sgd", float(eta)), num_steps=int(num_steps), args=(b, c),
                 record=_EigenRecord(), record_every=int(every), vmap=("params", "args"))
     L, u = res.record

@@ -27,9 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_size
+from .._checks import check_int
 from ..architectures._base import Architecture
 from ..model._model import mse
-from ._agreement import first_exceedance as agreement_window  # noqa: F401  TODO(0.3): ch08 -> first_exceedance
 from ._agreement import relative_gap
 from ._compare import OutputLoss
 from ._trainer import optimizer as make_optimizer
@@ -119,8 +120,7 @@ def online_teacher_student(
     if keys.shape[0] != S:
         raise ValueError(f"`keys` must hold one PRNG key per seed ({S}); got shape {keys.shape}.")
     for name, v in (("batch", batch), ("steps", steps), ("record_every", record_every), ("n_probe", n_probe)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+        check_size(name, v)
     if steps % record_every:
         raise ValueError(f"`record_every` ({record_every}) must divide `steps` ({steps}).")
     if not float(eta) > 0:
@@ -186,8 +186,7 @@ def train_side_by_side(
     if not isinstance(params0, tuple) or len(params0) != len(applies):
         raise ValueError(f"`params0` must be a tuple with one parameter pytree per model ({len(applies)}).")
     for name, v in (("steps", steps), ("record_every", record_every)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
+        check_size(name, v)
     if steps % record_every:
         raise ValueError(f"`record_every` ({record_every}) must divide `steps` ({steps}).")
     (xs, ys), (xt, yt) = train, test
@@ -211,8 +210,7 @@ def teacher_data(arch, teacher_Ws, keys, n_train: int, n_test: int) -> tuple[tup
     ``((x_train, y_train), (x_test, y_test))``, each with a leading seed axis.
     """
     for name, v in (("n_train", n_train), ("n_test", n_test)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
-            raise ValueError(f"`{name}` must be an int >= 2; got {v!r}.")
+        check_int(name, v, minimum=2)
     n = int(n_train) + int(n_test)
 
     @jax.jit

@@ -35,7 +35,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_positive
 from .._types import ArrayLike
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))

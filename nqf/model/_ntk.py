@@ -101,8 +101,7 @@ def ntk_learning_rate(
     ``fraction`` $\cdot\, m/\lambda_{\max}$ rounded to ``digits`` significant digits.
     """
     check_positive("fraction", fraction)
-    if int(digits) < 1:
-        raise ValueError(f"`digits` must be >= 1; got {digits!r}.")
+    check_size("digits", digits)
     lam_max = float(jnp.linalg.eigvalsh(ntk(M, mu, data, d=d))[-1])
     if not lam_max > 0:
         raise ValueError(f"the NTK at (M, mu) has no positive eigenvalue (largest {lam_max:.3g}); no learning rate.")

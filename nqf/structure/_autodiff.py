@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+from .._checks import check_size
 from .._checks import check_finite
 from .._checks import check_key, check_real_output, check_tolerance
 from .._types import Input
@@ -83,8 +84,9 @@ def _resolve(module, p):
         return module.apply, module.p
     if not callable(module):
         raise ValueError(f"`module` must be an Architecture or a callable apply(W, x); got {type(module).__name__}.")
-    if not isinstance(p, (int, np.integer)) or p < 1:
-        raise ValueError(f"`p` (parameters per neuron) must be a positive int for a plain module; got {p!r}.")
+    if p is None:
+        raise ValueError("`p` (parameters per neuron) is required for a plain callable module; got None.")
+    check_size("p", p)
     return module, int(p)
 
 

@@ -112,9 +112,14 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
       one-sided second derivative at a kink, so without this test a ReLU module would get a wrong $A$.
 
     The same tests as :func:`nqf.structure.structure_report`, here with Hessian-vector products only.
+    The random probe point and direction come from ``key`` (default: ``jax.random.PRNGKey(0)``, so the
+    check is reproducible; pass another key to probe elsewhere).
     """
     tr, frozen, ax_leaves, d = split_params(W, neuron_axes)
-    key = jax.random.PRNGKey(0) if key is None else key
+    if key is None:
+        key = jax.random.PRNGKey(0)  # the probe directions are fixed unless a key is given (documented)
+    else:
+        check_key("key", key)
     perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, key, ax_leaves, d)
     eps = float(jnp.finfo(jnp.asarray(h).dtype).eps)
     ratio = math.inf
