@@ -1,4 +1,4 @@
-"""Coupled permutation-symmetric modules (nqf.structure._symmetric_examples): Theorem 1 holds on them."""
+"""Coupled permutation-symmetric modules (nqf.architectures): Theorem 1 holds on them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.structure._symmetric_examples import (
+from nqf.architectures import (
     gated_mlp,
     normalised_mlp,
     output_nonlinearity_mlp,

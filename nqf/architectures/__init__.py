@@ -41,5 +41,9 @@ from ._deep import DeepArchitecture as DeepArchitecture
 from ._deep import deep_mlp as deep_mlp
 from ._deep import deep_attention as deep_attention
 from ._modules import gaussian_linear_part as gaussian_linear_part
+from ._symmetric import output_nonlinearity_mlp as output_nonlinearity_mlp
+from ._symmetric import normalised_mlp as normalised_mlp
+from ._symmetric import gated_mlp as gated_mlp
+from ._symmetric import symmetric_examples as symmetric_examples
 
 __all__ = sorted(name for name in dir() if not name.startswith("_"))

@@ -36,12 +36,12 @@ from jaxtyping import Array, Float
 
 from .._checks import check_size
 from .._types import ArrayLike
-from ..architectures._base import Architecture
-from ..architectures._base import _normal
-from ..architectures._base import _zero_slope
-from ..architectures._base import check_input
-from ..architectures._base import check_weights
-from ..architectures._base import feedforward_structure
+from ._base import Architecture
+from ._base import _normal
+from ._base import _zero_slope
+from ._base import check_input
+from ._base import check_weights
+from ._base import feedforward_structure
 
 
 def _positive(name: str, value) -> float:
