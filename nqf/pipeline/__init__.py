@@ -26,5 +26,11 @@ from ._powerlaw import switch_on_window as switch_on_window
 from ._powerlaw import Sensitivity as Sensitivity
 from ._powerlaw import window_sensitivity as window_sensitivity
 from ._powerlaw import sharp_switch_tolerance as sharp_switch_tolerance
+from ._criteria import interval_tolerance as interval_tolerance
+from ._criteria import seed_spread as seed_spread
+from ._criteria import mean_interval as mean_interval
+from ._criteria import shift_gap as shift_gap
+from ._criteria import about_band as about_band
+from ._criteria import record_verdict as record_verdict
 
 __all__ = sorted(name for name in dir() if not name.startswith("_"))
