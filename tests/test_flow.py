@@ -44,9 +44,13 @@ def test_statistics_path_equals_sample_path(m, p):
     # both are Eq. (28): compare with the model's own right-hand side at t = 0 through one tiny step
     f = nqf.flow_field(jnp.asarray(M0), data)
     from nqf.dynamics._flow import _flow_field_samples, _flow_field_statistics, _packed_stack, flow_statistics
+    from nqf.dynamics._flow import pack, unpack
+
+    u0 = pack(jnp.asarray(M0))
+    np.testing.assert_allclose(unpack(u0), M0, rtol=1e-15, atol=1e-17)  # the packed state holds M (to rounding)
     samples = (_packed_stack(data.As), data.ys - data.f0, 4.0 / m)
-    np.testing.assert_allclose(_flow_field_samples(0.0, jnp.asarray(M0), samples), f, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(_flow_field_statistics(0.0, jnp.asarray(M0), flow_statistics(data)), f, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(unpack(_flow_field_samples(0.0, u0, samples)), f, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(unpack(_flow_field_statistics(0.0, u0, flow_statistics(data))), f, rtol=1e-10, atol=1e-13)
 
 
 def test_offsets_f0_enter_as_shifted_targets():
