@@ -134,7 +134,7 @@ class MultiHeadAttention(_PairInput):
         return _pad_front(feedforward_structure(C), 2 * self.d_k * self.D)
 
 
-def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> MultiHeadAttention:
+def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> Architecture:
     r"""Multi-head attention, one head per neuron (Eq. 7, Prop. 2).
 
     $$ f = \sum_i v_i^\top W_i^V X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$
@@ -198,7 +198,7 @@ class QKAttention(_PairInput):
         return feedforward_structure(C)
 
 
-def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> QKAttention:
+def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
     r"""Query-key-only attention with a fixed readout $c$ (Eq. 9, Prop. 3).
 
     $$ f = \sum_i c^\top X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$

@@ -43,6 +43,7 @@ from ._attention import _check_dims
 from ._attention import _readout_vector
 from ._attention import _split_input
 from ._attention import _unvec
+from ._base import Architecture
 from ._base import feedforward_structure
 
 
@@ -117,7 +118,7 @@ class SingleHeadAttentionLogits(_PairInput):
         return feedforward_structure(C)
 
 
-def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> SingleHeadAttentionLogits:
+def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
     r"""Single-head attention with a fixed readout, neurons = rows of $W^Q, W^K$ (Eq. 11, Prop. 4).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top (W^K)^\top W^Q x}{\sqrt{d_k}}\Big),
@@ -171,7 +172,7 @@ class TiedQKAttention(_PairInput):
         return sym(u) if self.outputs is None else jax.vmap(sym, in_axes=1)(u)
 
 
-def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> TiedQKAttention:
+def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
     r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big)

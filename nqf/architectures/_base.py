@@ -59,7 +59,7 @@ class Architecture(eqx.Module):
     describe: AbstractVar[str]
 
     #: whether compiled functions may be cached on this architecture's value (see
-    #: :class:`CustomArchitecture`, whose callables may read mutable state).
+    #: the architectures built by :func:`custom_architecture`, whose callables may read mutable state).
     cache_by_value: ClassVar[bool] = True
 
     @property
@@ -115,7 +115,7 @@ def custom_architecture(
     sample_input: Callable,
     describe: str,
     outputs: int | None = None,
-) -> CustomArchitecture:
+) -> Architecture:
     """Wrap a user's ``apply(W, x)``, closed form ``structure(x)`` and ``sample_input(key)``.
 
     For a module of one's own whose $A(x)$ is known in closed form; the checks

@@ -164,7 +164,7 @@ class DeepMLP(DeepArchitecture):
 
 
 def deep_mlp(k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation: Callable = jnp.tanh,
-             *, check_smooth: bool = True) -> DeepMLP:
+             *, check_smooth: bool = True) -> DeepArchitecture:
     r"""The bias-free 4-layer MLP $f(x) = w_4^\top\phi(W_3\,\phi(W_2\,\phi(W_1x)))$ of Fig. 8 as two NQF blocks.
 
     Sizes $k\to n_1\to n_2\to n_3\to1$ (Fig. 8: $8\to16\to16\to16\to1$). Block 1 is the
@@ -312,7 +312,7 @@ class DeepAttention(DeepArchitecture):
         return _normal(key, (self.D, self.N))
 
 
-def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepAttention:
+def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
     r"""Two single-head attention layers with a scalar readout (Fig. 8), as two NQF blocks.
 
     Input $X\in\mathbb R^{D\times N}$ ($N$ tokens of dimension $D$; Fig. 8: $D = d_k = 8$,
@@ -326,7 +326,7 @@ def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepAttention:
     Prop. 2 (Eq. 8) per layer: only the value/readout blocks enter, with $x_{avg}$, so
     the 2-layer NQF is $f = \sum r^\top W^V_2\, \big(\sum R^\top W^V_1\bar x\big)$, a
     four-factor product on $\bar x = \frac1N X1_N$, read from $(M^{(1)}, M^{(2)})$.
-    The 1-layer NQF is :class:`MeanQueryAttention` on $X$ with the layer-1 heads as neurons
+    The 1-layer NQF is the mean-query attention module on $X$ with the layer-1 heads as neurons
     and readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$, equal to the 2-layer NQF at step 0.
     """
     for name, v in (("D", D), ("N", N), ("d_k", d_k)):

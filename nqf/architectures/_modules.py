@@ -96,7 +96,7 @@ def two_layer_mlp(
     *,
     bias: bool = False,
     check_smooth: bool = True,
-) -> TwoLayerMLP:
+) -> Architecture:
     r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1).
 
     Neuron packing: ``w = [u; v]`` ($u \in \mathbb R^k$, $v \in \mathbb R$), or
@@ -175,7 +175,7 @@ def cnn(
     outputs: int | None = None,
     *,
     check_smooth: bool = True,
-) -> CNN:
+) -> Architecture:
     r"""Single-channel CNN with global sum pooling, $f = \sum_i v_i \sum_p \phi(k_i^\top x_p)$ (Eq. 15).
 
     Valid cross-correlation (no kernel flip), stride 1, no padding; $x_p$ is the
@@ -243,7 +243,7 @@ def mixture_of_experts(
     gate: Callable = jnp.tanh,
     *,
     check_smooth: bool = True,
-) -> MixtureOfExperts:
+) -> Architecture:
     r"""Mixture of experts with independent gating, $f = \sum_i \psi(r_i^\top x)\, E(x; \Theta_i)$ (Eq. 13).
 
     Neuron packing ``w = [r (k); theta (n_theta)]``. ``expert(theta, x)`` returns
@@ -294,7 +294,7 @@ class PhaseRetrieval(Architecture):
         return _normal(key, (self.n,))
 
 
-def phase_retrieval(n: int) -> PhaseRetrieval:
+def phase_retrieval(n: int) -> Architecture:
     r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$ (Table 1 / Table 3).
 
     Input ``x = a`` $\in \mathbb R^n$; neuron $w_i \in \mathbb R^n$. The module
@@ -340,7 +340,7 @@ class DiagonalLinearNetwork(Architecture):
         return _normal(key, (self.n,))
 
 
-def diagonal_linear_network(n: int, *, two_factor: bool = False) -> DiagonalLinearNetwork:
+def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture:
     r"""Diagonal linear network (Table 1 / Table 3).
 
     Square parametrisation: neuron $u \in \mathbb R^n$,
@@ -353,7 +353,7 @@ def diagonal_linear_network(n: int, *, two_factor: bool = False) -> DiagonalLine
 
 
 def gaussian_linear_part(
-    arch: TwoLayerMLP, W: Float[ArrayLike, "p d"], *, n_quad: int = 60
+    arch: Architecture, W: Float[ArrayLike, "p d"], *, n_quad: int = 60
 ) -> Float[Array, "*o k"]:
     r"""The best linear map of a two-layer MLP under Gaussian inputs, $\mathbb E_x[f_x(W)\,x^\top]$.
 

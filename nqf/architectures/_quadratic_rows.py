@@ -61,7 +61,7 @@ class PSDMatrixSensing(Architecture):
         return _normal(key, (self.n, self.n))
 
 
-def psd_matrix_sensing(n: int) -> PSDMatrixSensing:
+def psd_matrix_sensing(n: int) -> Architecture:
     r"""PSD matrix sensing / factorisation, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3).
 
     Input ``x = S_a`` $\in\mathbb R^{n\times n}$ (any square matrix), neuron $w_i\in\mathbb R^n$
@@ -103,7 +103,7 @@ class RectangularMatrixSensing(Architecture):
         return _normal(key, (self.n1, self.n2))
 
 
-def rectangular_matrix_sensing(n1: int, n2: int) -> RectangularMatrixSensing:
+def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
     r"""Rectangular matrix sensing, $\hat y_a = \langle S_a, UV^\top\rangle = \mathrm{Tr}(U^\top S_a V)$ (Table 3).
 
     Neuron ``w = [u (n1); v (n2)]`` (column $i$ of $U$ stacked on column $i$ of $V$),
@@ -173,7 +173,7 @@ class IndexPairModel(Architecture):
         return jnp.stack([jax.random.randint(ki, (), 0, self.n1), jax.random.randint(kj, (), 0, self.n2)])
 
 
-def matrix_completion(n_rows: int, n_cols: int) -> IndexPairModel:
+def matrix_completion(n_rows: int, n_cols: int) -> Architecture:
     r"""Matrix completion / recommender entry, $\hat R_{ij} = u_i^\top v_j$ (Table 3).
 
     $u_i$ is row $i$ of $U\in\mathbb R^{n_\text{rows}\times r}$, $v_j$ row $j$ of $V$;
@@ -185,7 +185,7 @@ def matrix_completion(n_rows: int, n_cols: int) -> IndexPairModel:
     return IndexPairModel(int(n_rows), int(n_cols), "matrix_completion")
 
 
-def word_context_embedding(n_words: int, n_contexts: int) -> IndexPairModel:
+def word_context_embedding(n_words: int, n_contexts: int) -> Architecture:
     r"""Word–context embedding score, $s_{wc} = u_w^\top v_c$ (Table 3).
 
     Word vectors are the rows of $U\in\mathbb R^{n_\text{words}\times r}$, context
@@ -221,7 +221,7 @@ class QuadraticNetwork(Architecture):
         return _normal(key, (self.n,))
 
 
-def quadratic_network(n: int) -> QuadraticNetwork:
+def quadratic_network(n: int) -> Architecture:
     r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$, $A_x = xx^\top$ (Table 3).
 
     The same function as :func:`nqf.architectures.phase_retrieval`, read as a network
@@ -266,7 +266,7 @@ class BilinearSequenceRegression(Architecture):
         return _normal(key, (self.D, self.L))
 
 
-def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> BilinearSequenceRegression:
+def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Architecture:
     r"""Bilinear sequence regression, $f = x_s^\top B x_t$ with $B = UV^\top$ (Table 3).
 
     Input: a sequence $X\in\mathbb R^{D\times L}$ of $L$ tokens; the output couples
@@ -324,7 +324,7 @@ class LinearSSLAugmentation(Architecture):
         return base, base + 0.5 * jax.random.normal(k2, (self.n,))
 
 
-def linear_ssl_augmentation(n: int) -> LinearSSLAugmentation:
+def linear_ssl_augmentation(n: int) -> Architecture:
     r"""Linear SSL augmentation term $\lVert W\Delta\rVert^2 = \mathrm{Tr}(W^\top W\Delta\Delta^\top)$ (Table 3).
 
     The paper's encoder $W\in\mathbb R^{d\times n}$ has one neuron per **row**, so its

@@ -162,7 +162,7 @@ class GatedMLP(Architecture):
 
 
 def output_nonlinearity_mlp(k: int, outer: Callable = jax.nn.softplus, activation: Callable = jax.nn.gelu,
-                            *, bias: float = 0.0) -> OutputNonlinearityMLP:
+                            *, bias: float = 0.0) -> Architecture:
     r"""$f_x(W) = g(\sum_i a_i\,\phi(u_i^\top x + b))$: one nonlinearity $g$ around the sum of neurons.
 
     Neuron ``w = [u; a]``. ZGZ holds when $\phi(b) = 0$ (default $b = 0$, $\phi$ = GELU);
@@ -173,7 +173,7 @@ def output_nonlinearity_mlp(k: int, outer: Callable = jax.nn.softplus, activatio
     return OutputNonlinearityMLP(check_size("k", k), outer, activation, float(bias))
 
 
-def normalised_mlp(k: int, delta: float = 1.0) -> NormalisedMLP:
+def normalised_mlp(k: int, delta: float = 1.0) -> Architecture:
     r"""$f_x(W) = \sum_i a_i\tanh(h_i/\sqrt{\delta + \sum_j h_j^2})$, $h = U^\top x$: a normalised layer.
 
     Neuron ``w = [u; a]``; $\delta > 0$ keeps the module smooth at 0.
@@ -183,7 +183,7 @@ def normalised_mlp(k: int, delta: float = 1.0) -> NormalisedMLP:
     return NormalisedMLP(check_size("k", k), _positive("delta", delta))
 
 
-def gated_mlp(k: int) -> GatedMLP:
+def gated_mlp(k: int) -> Architecture:
     r"""$f_x(W) = \sigma(\sum_i (r_i^\top x)^2)\,\sum_i a_i\tanh(u_i^\top x)$: one gate shared by all neurons.
 
     Neuron ``w = [u; a; r]`` ($p = 2k + 1$). $A(x) = \sigma(0)/2\,[[0, x, 0],[x^\top, 0, 0],[0, 0, 0]]$:

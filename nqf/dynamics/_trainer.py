@@ -192,12 +192,12 @@ def _run(loss, record, select, opt, params0, data, batches, key, args, num_steps
 class Training(NamedTuple):
     """The result of :func:`train`. With ``vmap``, arrays carry the leading run axis ``S``."""
 
-    steps: np.ndarray  #: (T,) recorded steps 0, every, ..., num_steps
+    steps: np.ndarray  #: ``(T,)`` recorded steps 0, every, ..., num_steps
     params: Any  #: final parameters
     record: Any  #: what ``record`` returned, each leaf ``(*S, T, ...)`` (``None`` without ``record``)
-    batch_loss: np.ndarray  #: (*S, num_steps) loss on each step's batch, before the step
-    diverged: np.ndarray  #: (*S,) bool: the loss became non-finite
-    first_nonfinite: np.ndarray  #: (*S,) first step with a non-finite loss (-1: none)
+    batch_loss: np.ndarray  #: ``(*S, num_steps)`` loss on each step's batch, before the step
+    diverged: np.ndarray  #: ``(*S,)`` bool: the loss became non-finite
+    first_nonfinite: np.ndarray  #: ``(*S,)`` first step with a non-finite loss (-1: none)
 
 
 def _traced_floats(tree):

@@ -270,7 +270,7 @@ class ClaimsTable:
         )
 
     def groups(self) -> list[tuple[str, list[Claim]]]:
-        """``(kind, claims)`` for every kind that has claims, in the order of :data:`KINDS`."""
+        """``(kind, claims)`` for every kind that has claims, in the order of the kinds (``"paper"``, ``"finding"``, ``"sanity"``)."""
         out = []
         for kind in KINDS:
             members = [c for c in self.claims if c.kind == kind]
