@@ -108,6 +108,18 @@ class NQFData(eqx.Module):
     Build it with ``NQFData(As, ys, gs=..., Bs=..., f0=...)``; arrays are converted to
     the default float dtype and validated (shapes, finite entries, symmetric ``As``),
     with errors that name the argument, the expected and the actual shape.
+
+    **Vector outputs** (App. B.2, one $A^{(o)}(x)$ per output): ``As`` of shape ``(m, o, p, p)`` with
+    ``ys`` (and ``f0``, if not a scalar) of shape ``(m, o)`` (ZGZ only). The loss is the package's one
+    convention, :func:`nqf.model.mse`: the mean over the $m$ samples of the squared error summed over
+    the $o$ outputs, $\mathcal L = \frac1m\sum_{\mu,o}\Delta_{\mu o}^2$, whose gradient flow is Eq. (28)
+    with $H = \frac4m\sum_{\mu,o}\Delta_{\mu o}A^{(o)}(x_\mu)$; gradient descent on the weights at learning
+    rate $\eta$ follows it at flow time $t = \eta\cdot$step. The data are stored as $m o$ rows, one per
+    (sample, output) pair in C order, each scaled by $\sqrt o$ (``As``, ``ys``, ``f0``): then every
+    function of the package on $(M, \mu)$ (:func:`~nqf.model.mse_loss`, :func:`~nqf.model.h_matrix`,
+    :func:`~nqf.gradient_flow`, ...) computes exactly this loss and this clock (plain flattening would
+    average over outputs and run the clock $o$ times faster). ``num_outputs`` is $o$; ``m`` counts rows;
+    :meth:`per_output` maps row values (e.g. :func:`~nqf.model.outputs`) back to ``(m, o)``.
     """
 
     As: Float[Array, "m p p"]
@@ -115,8 +127,12 @@ class NQFData(eqx.Module):
     gs: Optional[Float[Array, "m p"]]
     Bs: Optional[Float[Array, "m p p"]]
     f0: Float[Array, " m"]
+    num_outputs: int = eqx.field(static=True, default=1)
 
     def __init__(self, As, ys, *, gs=None, Bs=None, f0=0.0):
+        self.num_outputs = 1
+        if np.ndim(As) == 4:
+            As, ys, f0 = self._flatten_outputs(As, ys, gs, Bs, f0)
         As, ext_As = _real_array("As", As, square=True)
         m, p = check_square_stack("As", As)
         if m < 1 or p < 1:
@@ -144,9 +160,34 @@ class NQFData(eqx.Module):
             check_symmetric("As", As, rtol=_SYMMETRY_RTOL)
         self.As, self.ys, self.gs, self.Bs, self.f0 = As, ys, gs, Bs, f0
 
+    def _flatten_outputs(self, As, ys, gs, Bs, f0):
+        """Multi-output data ``(m, o, p, p)`` as ``m o`` rows scaled by ``sqrt(o)`` (class docstring)."""
+        m, o, p, q = np.shape(As)
+        if p != q:
+            raise ValueError(f"`As` of vector outputs must have shape (m, o, p, p); got shape {np.shape(As)}.")
+        if gs is not None or Bs is not None:
+            raise ValueError("vector-output `As` (m, o, p, p) support ZGZ data only (no `gs`, no `Bs`).")
+        if np.shape(ys) != (m, o):
+            raise ValueError(f"`ys` must have shape (m, o) = ({m}, {o}), one target per output of each sample "
+                             f"(`As` has shape {np.shape(As)}); got shape {np.shape(ys)}.")
+        if np.ndim(f0) and np.shape(f0) != (m, o):
+            raise ValueError(f"`f0` must be a scalar or have shape (m, o) = ({m}, {o}); got shape {np.shape(f0)}.")
+        self.num_outputs = int(o)
+        r = float(np.sqrt(o))
+        f0 = jnp.broadcast_to(jnp.asarray(f0), (m, o))
+        return (jnp.reshape(jnp.asarray(As), (m * o, p, p)) * r, jnp.reshape(jnp.asarray(ys), (m * o,)) * r,
+                jnp.reshape(f0, (m * o,)) * r)
+
+    def per_output(self, values: Float[Array, " m"]) -> Float[Array, "m o"]:
+        """Row values (one per stored row, e.g. ``nqf.outputs(M, data)``) as ``(samples, o)`` in the units of
+        the targets (the $\sqrt o$ of the storage undone); the identity reshape for scalar outputs."""
+        o = self.num_outputs
+        v = jnp.asarray(values)
+        return v if o == 1 else jnp.reshape(v, (-1, o)) / np.sqrt(o)
+
     @property
     def m(self) -> int:
-        """Number of samples."""
+        """Number of rows: samples, or (sample, output) pairs for vector outputs."""
         return self.As.shape[0]
 
     @property
@@ -166,6 +207,7 @@ class NQFData(eqx.Module):
         if not isinstance(index, slice):
             index = check_index_traced("index", index, self.As.shape[0])
         new = object.__new__(NQFData)
+        object.__setattr__(new, "num_outputs", self.num_outputs)
         for name in ("As", "ys", "gs", "Bs", "f0"):
             x = getattr(self, name)
             object.__setattr__(new, name, None if x is None else x[index])
