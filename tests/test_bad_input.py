@@ -418,6 +418,97 @@ case("step_deviation margin=-1", ValueError, "margin")(
 
 
 # ------------------------------------------------------------------- the test
+# ------------------------------------------- issue 22: silent answers and obscure errors
+case("NQFData.subset index out of range silent", ValueError, "index")(lambda: DATA.subset(jnp.array([0, M_])))
+case("NQFData.subset negative index silent", ValueError, "index")(lambda: DATA.subset(jnp.array([-1])))
+case("NQFData.subset float index", TypeError, "index")(lambda: DATA.subset(np.array([0.5])))
+case("nqf_sgd eta<0 silent", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
+case("lv_coefficients all-zero A silent", ValueError, "data")(
+    lambda: solutions.lv_coefficients(model.NQFData(jnp.zeros((M_, P_, P_)), jnp.ones(M_))))
+case("structure_report module returns NaN silent", ValueError, "module")(
+    lambda: structure.structure_report(lambda W, x: jnp.sum(W) * jnp.nan, X3, 4))
+case("structure_stack xs without batch axis", ValueError, "xs")(lambda: structure.structure_stack(_mlp(), X3))
+case("structure_stack empty batch", ValueError, "xs")(lambda: structure.structure_stack(_mlp(), jnp.ones((0, 3))))
+case("cnn activation string", TypeError, "activation")(
+    lambda: architectures.cnn(4, 4, 2, 2, activation="tanh", check_smooth=False))
+case("two_layer_mlp activation string, unchecked", TypeError, "activation")(
+    lambda: architectures.two_layer_mlp(3, activation="tanh", check_smooth=False))
+case("mixture_of_experts expert string", TypeError, "expert")(
+    lambda: architectures.mixture_of_experts(3, expert="linear", n_theta=3))
+
+
+def _quad(w, batch, args):
+    X, y = batch
+    return jnp.mean((X @ w - y) ** 2)
+
+
+_XY = (jnp.ones((6, 3)), jnp.ones(6))
+for _label, _bad in [("string", "adam"), ("uncalled factory", optax.sgd), ("None", None), ("int", 3)]:
+    case(f"train optimizer {_label}", TypeError, "optimizer")(
+        lambda _bad=_bad: dynamics.train(_quad, jnp.ones(3), _bad, num_steps=3, data=_XY))
+    case(f"train_side_by_side optimizer {_label}", TypeError, "optimizer")(
+        lambda _bad=_bad: dynamics.train_side_by_side((_mlp().apply,), (jnp.ones((1, 4, 2)),), _bad,
+                                                      (jnp.ones((1, 5, 3)), jnp.ones((1, 5))),
+                                                      (jnp.ones((1, 5, 3)), jnp.ones((1, 5))), 2))
+case("train num_steps=2.5", TypeError, "num_steps")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2.5, data=_XY))
+case("train num_steps=0", ValueError, "num_steps")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=0, data=_XY))
+case("train loss not callable", TypeError, "loss")(
+    lambda: dynamics.train("mse", jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY))
+case("train loss returns a vector", TypeError, "loss")(
+    lambda: dynamics.train(lambda w, b, a: w**2, jnp.ones(3), optax.sgd(0.1), num_steps=3))
+case("train integer params", TypeError, "params0")(
+    lambda: dynamics.train(_quad, jnp.array([1, 2, 3]), optax.sgd(0.1), num_steps=3, data=_XY))
+case("train NaN params silent", ValueError, "params0")(
+    lambda: dynamics.train(_quad, jnp.array([1.0, jnp.nan, 0.0]), optax.sgd(0.1), num_steps=3, data=_XY))
+case("train diverges, on_divergence=raise", RuntimeError, "learning_rate")(
+    lambda: dynamics.train(_quad, jnp.ones(3), dynamics.optimizer("sgd", 1e3), num_steps=100, data=_XY,
+                           on_divergence="raise"))
+case("train on_divergence unknown", ValueError, "on_divergence")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY, on_divergence="stop"))
+case("train record_every does not divide", ValueError, "record_every")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=5, data=_XY, record_every=2))
+case("train batches out of range silent", ValueError, "batches")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, data=_XY, batches=jnp.array([[0, 9]] * 2)))
+case("train sample without key", ValueError, "key")(
+    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, sample=lambda k, a: _XY))
+case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: dynamics.optimizer("sgd", -0.1))
+case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: dynamics.optimizer("sgd", float("nan")))
+case("optimizer unknown name", ValueError, "name")(lambda: dynamics.optimizer("sgdd", 0.1))
+case("optimizer hyperparameter list", TypeError, "momentum")(lambda: dynamics.optimizer("sgd", 0.1, momentum=[0.9]))
+case("train_weights batches wrong length", ValueError, "batches")(
+    lambda: dynamics.train_weights(lambda w, b: jnp.sum(w), jnp.ones(3), optax.sgd(0.1), 4, batches=jnp.ones((3, 2))))
+case("full_batch_gd eta<0 silent", ValueError, "eta")(
+    lambda: dynamics.full_batch_gd(jnp.eye(P_), DATA, eta=-0.1, num_steps=3))
+case("fourier_nqf_gd every does not divide", ValueError, "every")(
+    lambda: dynamics.fourier_nqf_gd(jnp.ones((1, 2, 3)), jnp.ones((1, 3)), jnp.ones((1, 3)), 0.1, 5, every=2))
+case("online_teacher_student eta<0 silent", ValueError, "eta")(
+    lambda: dynamics.online_teacher_student(_mlp(), _mlp(), jnp.ones((1, 4, 2)), jnp.ones((1, 4, 2)),
+                                            jax.random.split(jax.random.PRNGKey(0), 1), eta=-0.1, batch=2, steps=4,
+                                            record_every=2))
+case("compare_with_nqf float32 model", ValueError, "W0")(
+    lambda: dynamics.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3), jnp.float32),
+                                      (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), 2))
+case("compare_with_nqf optimizer uncalled factory", TypeError, "optimizer")(
+    lambda: dynamics.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, 2))
+case("first_exceedance gap without time axis", BAD_INPUT, "gap")(
+    lambda: dynamics.first_exceedance(np.arange(3), np.float64(0.1), 0.1))
+case("relative_gap shapes differ", ValueError, "a")(lambda: dynamics.relative_gap(np.ones((3, 2)), np.ones((3, 3))))
+
+
+def test_a_diverging_nqf_sgd_run_warns_naming_eta():
+    with pytest.warns(RuntimeWarning, match="`eta`"):
+        run = dynamics.nqf_sgd(_state(), DATA, jnp.tile(jnp.arange(M_), (60, 1)), eta=1e3, d=3)
+    assert not np.all(np.isfinite(np.asarray(run.M[-1])))
+
+
+def test_a_diverging_training_run_is_flagged_not_silent():
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        res = dynamics.train(_quad, jnp.ones(3), dynamics.optimizer("sgd", 1e3), num_steps=100, data=_XY)
+    assert bool(res.diverged) and int(res.first_nonfinite) >= 0
+
+
 def _names_argument(message: str, name: str) -> bool:
     return bool(re.search(rf"`{re.escape(name)}`|parameter '{re.escape(name)}'", message))
 

@@ -77,7 +77,7 @@ def test_batches_select_rows_and_vmap_runs_independent_seeds():
 
 def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
     X, y = _problem(3)
-    with pytest.warns(RuntimeWarning, match="learning rate 100"):
+    with pytest.warns(RuntimeWarning, match="`learning_rate` = 100"):
         res = dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y))
     assert bool(res.diverged) and 0 < int(res.first_nonfinite) < 200
     with pytest.raises(RuntimeError, match="diverged"):

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_size
+from .._checks import check_callable
 from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
@@ -153,6 +154,14 @@ def check_input(name: str, x, shape: tuple[int, ...], meaning: str) -> None:
     check_finite(name, x)
 
 
+def require_function(phi, name: str = "activation") -> Callable:
+    """``phi`` must be a function (``jnp.tanh``, ``jax.nn.gelu``, ...); a name as a string is a ``TypeError``."""
+    if isinstance(phi, str):
+        raise TypeError(f"`{name}` must be a function such as jnp.tanh or jax.nn.gelu, not a name; got the string "
+                        f"{phi!r} (pass e.g. jnp.{phi} or jax.nn.{phi}).")
+    return check_callable(name, phi, "a function such as jnp.tanh or jax.nn.gelu")
+
+
 def check_activation(phi: Callable, name: str = "activation", h: float = 1e-3) -> None:
     r"""Raise unless ``phi`` looks $C^3$ at 0 (Prop. 1 needs it).
 
@@ -160,6 +169,7 @@ def check_activation(phi: Callable, name: str = "activation", h: float = 1e-3) -
     a kink (ReLU, leaky ReLU, $|z|$) or a jump in $\phi''$ shows as a jump of
     order one, whereas a smooth function changes by $O(h)$.
     """
+    require_function(phi, name)
     d1, d2 = jax.grad(phi), jax.grad(jax.grad(phi))
     for order, fn in ((1, d1), (2, d2)):
         lo, mid, hi = (float(fn(jnp.asarray(t, jnp.float32))) for t in (-h, 0.0, h))

@@ -33,6 +33,7 @@ from ._base import _readout
 from ._base import _readout_blocks
 from ._base import _zero_slope
 from ._base import check_activation
+from ._base import require_function
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
@@ -112,6 +113,7 @@ def two_layer_mlp(
     but ZGZ fails with $g(x) = [0; \phi(0) e_m]$.
     """
     outputs = _out(outputs)
+    require_function(activation)
     if check_smooth:
         check_activation(activation)
     return TwoLayerMLP(_int("k", k), activation, outputs, bool(bias))
@@ -190,6 +192,7 @@ def cnn(
         bad = "kh" if kh > height else "kw"
         raise ValueError(f"`{bad}` must fit in the input: kernel (kh, kw) = ({kh}, {kw}), input "
                          f"(height, width) = ({height}, {width}).")
+    require_function(activation)
     if check_smooth:
         check_activation(activation)
     return CNN(_int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw), activation, outputs)
@@ -259,6 +262,9 @@ def mixture_of_experts(
             raise ValueError(f"the linear expert needs n_theta = k = {k}; got {n_theta}.")
     elif n_theta is None or n_theta < 1:
         raise ValueError(f"`n_theta` (parameters of one expert) is required with a custom expert; got {n_theta!r}.")
+    require_function(gate, "gate")
+    if expert is not None:
+        require_function(expert, "expert")
     if check_smooth:
         check_activation(gate, "gate")
     if abs(float(gate(jnp.zeros(())))) > 0:

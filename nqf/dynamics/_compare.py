@@ -74,6 +74,19 @@ class Comparison(NamedTuple):
     final: dict  #: ``{"module", "nqf"}`` -> final parameters
 
 
+def _require_float64(tr, name: str) -> None:
+    """Theorem 1's checks compare derivatives at rounding level: in float32 they misdiagnose a smooth,
+    symmetric module ("not smooth", "not permutation-symmetric"). Say what the real problem is."""
+    low = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(tr)
+                  if jnp.issubdtype(leaf.dtype, jnp.floating) and jnp.finfo(leaf.dtype).eps > 1e-10})
+    if low:
+        raise ValueError(
+            f"`W0` of `module` {name} holds {', '.join(low)} parameters: Theorem 1's checks and the NQF's second "
+            "derivatives need float64 (in lower precision rounding looks like a kink or a broken symmetry). Call "
+            "jax.config.update('jax_enable_x64', True) before building the model and cast its parameters, e.g. "
+            "jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), params); or pass check=False to skip the checks.")
+
+
 # ----------------------------------------------------------------- loss and record as values
 class OutputLoss(eqx.Module):
     """The loss of Eq. 26 (:func:`nqf.model.mse`) of a module (``nqf=False``) or of its NQF (``nqf=True``);
@@ -200,15 +213,17 @@ def compare_with_nqf(
         batched = W0.ndim == 3
         neuron_axes = 1
     else:
+        user = None
         if module is None and isinstance(W0, eqx.Module) and callable(W0):
-            module = _call_module
+            module, user = _call_module, type(W0).__name__  # the model is W0 itself: name its class
         if not callable(module):
             raise TypeError(f"`module` must be an nqf Architecture or a callable apply(params, x); got "
                             f"{type(module).__name__}.")
         if neuron_axes is None:
             raise ValueError("`neuron_axes` is required with a callable module: give the neuron axis of each "
                              "leaf of `W0` as jax.vmap's in_axes (None for shared leaves).")
-        apply, name, batched = module, getattr(module, "__name__", "apply"), False
+        apply, batched = module, False
+        name = user or getattr(module, "__name__", None) or type(module).__name__
     # ---- the optimiser and the options
     optimizer = as_optimizer("optimizer", optimizer)
     steps = check_int("num_steps", num_steps)
@@ -284,6 +299,7 @@ def compare_with_nqf(
         raise ValueError(f"`probe` targets must have shape (n, *out) with out = {tuple(out.shape)}; got "
                          f"{tuple(py.shape)}.")
     if check:
+        _require_float64(tr, name)
         require_hypotheses(check_hypotheses(apply, W_one, x_first, neuron_axes=neuron_axes), name)
     # ---- run: the module and its NQF, each one configuration of the trainer
     tr0 = W0 if batched else tr  # an Architecture's W is one array: nothing frozen

@@ -30,6 +30,8 @@ $VG^\top = \nu v^\top + N^\top H_\lambda$. At $\beta = \lambda = 0$ (empty buffe
 
 from __future__ import annotations
 
+import warnings
+
 from typing import NamedTuple
 
 import jax
@@ -227,7 +229,19 @@ def nqf_sgd(
     data = require_data(data)
     state0 = _as_state(state, data.p)
     batches = _check_batches(batches, data.m)
-    return _sgd_scan(state0, data, batches, *_check_options(eta, d, momentum, weight_decay))
+    run = _sgd_scan(state0, data, batches, *_check_options(eta, d, momentum, weight_decay))
+    _warn_if_diverged(run.M, eta)
+    return run
+
+
+def _warn_if_diverged(Ms, eta) -> None:
+    """A run whose order parameters became non-finite says so (never a silent NaN)."""
+    if isinstance(Ms, jax.core.Tracer):
+        return  # under a caller's jit: the caller sees the values
+    bad = ~np.isfinite(np.asarray(Ms)).reshape(Ms.shape[0], -1).all(axis=1)
+    if bad.any():
+        warnings.warn(f"the NQF run diverged: M is non-finite from step {int(np.argmax(bad))} at `eta` = "
+                      f"{float(eta):g}; lower `eta` or the initial scale.", RuntimeWarning, stacklevel=3)
 
 
 def _check_beta(beta) -> None:

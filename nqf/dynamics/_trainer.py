@@ -160,7 +160,12 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
 
     def step(carry, inp):
         params, state = carry
-        value, grads = jax.value_and_grad(loss)(params, select(data, inp, args), args)
+        batch = select(data, inp, args)
+        out = eqx.filter_eval_shape(loss, params, batch, args)  # static: raises while tracing, before any run
+        if not hasattr(out, "shape") or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
+            raise TypeError(f"`loss` must return a real scalar (the loss of one batch); it returned "
+                            f"{getattr(out, 'dtype', type(out).__name__)} of shape {getattr(out, 'shape', '?')}.")
+        value, grads = jax.value_and_grad(loss)(params, batch, args)
         updates, state = tx.update(grads, state, params)
         return (optax.apply_updates(params, updates), state), value
 
@@ -326,7 +331,7 @@ def train(
     first = np.where(diverged, np.argmax(bad, axis=-1), -1)
     if diverged.any() and on_divergence != "ignore":
         lr = opt.learning_rate
-        where = f"learning rate {lr:g}" if lr is not None else "this optimiser"
+        where = f"`learning_rate` = {lr:g}" if lr is not None else "this `optimizer`"
         msg = (f"training diverged: the loss is non-finite from step {int(first[diverged].min())} "
                f"({int(diverged.sum())} of {diverged.size} runs) at {where}; lower the learning rate or the "
                f"initial scale.")

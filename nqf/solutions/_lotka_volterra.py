@@ -83,6 +83,9 @@ def commuting_eigenbasis(
 def lv_coefficients(data: NQFData, *, tol: float = 1e-9) -> LotkaVolterra:
     """Reduce a commuting dataset to the Lotka–Volterra coefficients ``(r, C)`` of Eq. (32)."""
     data = require_data(data)
+    if _is_concrete(data.As) and not np.any(np.asarray(data.As)):
+        raise ValueError("`data`: every structure matrix A(x_mu) is zero, so the NQF's output does not depend on "
+                         "M and nothing is learned (r = 0, C = 0); check how the A's were built.")
     P, lam = commuting_eigenbasis(data.As, tol=tol)
     r, C = growth_and_competition(lam, data.ys)
     return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)

@@ -278,6 +278,10 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     probe = _compiled(_probe, module) if probe is None else probe
     out = probe(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
     f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)
+    if not (np.all(np.isfinite(f0)) and np.all(np.isfinite(f_pts))):
+        where = "at W = 0" if not np.all(np.isfinite(f0)) else "at the random probe weights"
+        raise ValueError(f"`module` returns non-finite values (NaN/inf) {where} on this `x`; Theorem 1 needs a "
+                         "module that is finite (and C^3) near W = 0.")
     steps = _taylor_steps(dtype)
 
     blocks = np.transpose(H0, (0, 2, 4, 1, 3))  # (o, d, d, p, p): blocks[:, i, j] = H_ij
@@ -410,6 +414,19 @@ def structure_stack(
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(xs)}
     if len(sizes) != 1 or None in sizes:
         raise ValueError(f"every leaf of `xs` needs the same leading batch axis; got leading sizes {sizes}.")
+    if isinstance(arch_or_module, Architecture):
+        one = jax.eval_shape(arch_or_module.sample_input, jax.random.PRNGKey(0))
+        got, want = jax.tree_util.tree_leaves(xs), jax.tree_util.tree_leaves(one)
+        ok = jax.tree_util.tree_structure(xs) == jax.tree_util.tree_structure(one) and all(
+            np.ndim(g) == len(w.shape) + 1 and tuple(np.shape(g)[1:]) == tuple(w.shape) for g, w in zip(got, want))
+        got = jax.tree_util.tree_map(np.shape, xs)
+        if not ok:
+            one_shapes = jax.tree_util.tree_map(lambda s: tuple(s.shape), one)
+            raise ValueError(f"`xs` must be a batch of inputs of {arch_or_module.name!r}: a leading sample axis on "
+                             f"inputs of shape {one_shapes}; got shapes {got} (for one input use structure_matrix, "
+                             f"or add the axis with x[None]).")
+    if sizes == {0}:
+        raise ValueError("`xs` is an empty batch (leading axis of length 0); give at least one input.")
     first = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
     if check:
         structure_matrix(arch_or_module, first, p, d=d, allow_general=allow_general)
