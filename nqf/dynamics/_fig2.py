@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._checks import check_size
 from ._compare import compare_with_nqf
 
 
@@ -29,7 +30,22 @@ class Fig2Run(NamedTuple):
     window: np.ndarray  #: (B,) agreement window of the probe outputs (compare_with_nqf)
     loss_module: np.ndarray  #: (B, T) training loss
     loss_nqf: np.ndarray  #: (B, T)
-    comparison: Any  #: the full :class:`~nqf.dynamics.Comparison`
+    comparison: Any  #: the full :class:`~nqf.dynamics.Comparison` (lanes flattened: seed-major)
+
+    def learning_phase_gap(self, t_end: Any) -> np.ndarray:
+        r"""Largest gap $\max_{t\le t_\text{end},\,k}|\hat s_k^\text{module}(t) - \hat s_k^\text{NQF}(t)|$
+        over the recorded steps up to ``t_end`` (a number of steps, e.g. the step at which the slowest
+        mode of a reference run is half learned); shape of :attr:`gap`. Non-finite values count as
+        parted (``inf``)."""
+        sel = self.steps <= float(t_end)
+        d = np.abs(self.module[..., sel, :] - self.nqf[..., sel, :])
+        d = np.where(np.isfinite(d), d, np.inf)
+        return np.max(d, axis=(-2, -1))
+
+    def end_gap(self) -> np.ndarray:
+        """Gap at the last recorded step, $\max_k|\hat s_k^\text{module}(T) - \hat s_k^\text{NQF}(T)|$."""
+        d = np.abs(self.module[..., -1, :] - self.nqf[..., -1, :])
+        return np.max(np.where(np.isfinite(d), d, np.inf), axis=-1)
 
 
 def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
@@ -41,18 +57,28 @@ def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
 
 def fig2_run(
     module: Any, teacher: Any, optimizer: Any, num_steps: int, sigmas: Any, *, key: Array,
-    record_every: int = 1, threshold: float = 0.1, n_probe: int = 100,
+    record_every: int = 1, threshold: float = 0.1, n_probe: int = 100, seeds: int | None = None,
 ) -> Fig2Run:
     r"""Train ``module`` and its NQF on ``teacher`` from $W(0) = \sigma Z$ (one Gaussian $Z$, entries
     $\mathcal N(0, 1)$, shared by all $\sigma$ so that only the scale changes) for every $\sigma$ in
     ``sigmas`` at once (one compile), with :func:`nqf.compare_with_nqf`; returns the recovered singular
     values $\hat s_k(t)/s_k$ of both runs (module docstring), their largest gap, the steps at which each
-    ratio reaches 1/2, and the agreement window of the outputs on the first ``n_probe`` samples."""
+    ratio reaches 1/2, and the agreement window of the outputs on the first ``n_probe`` samples.
+
+    With ``seeds = S`` (an integer) the run has ``S`` independent draws of $Z$ (from
+    ``jax.random.split(key, S)``), all lanes ``S x B`` in one vmapped compile, and every per-lane array
+    of the result gains a leading seed axis: ``(S, B, ...)``. ``seeds=None`` (default) keeps one draw
+    from ``key`` and shapes ``(B, ...)``."""
     sig = np.asarray(sigmas, dtype=float)
     if sig.ndim != 1 or sig.size < 1 or np.any(sig <= 0):
         raise ValueError(f"`sigmas` must be a 1-D array of positive scales; got {sigmas!r}.")
-    Z = jax.random.normal(key, (module.arch.p, module.d))
-    W0 = jnp.asarray(sig)[:, None, None] * Z[None]
+    if seeds is None:
+        Z = jax.random.normal(key, (module.arch.p, module.d))[None]
+    else:
+        check_size("seeds", seeds)
+        Z = jax.vmap(lambda k: jax.random.normal(k, (module.arch.p, module.d)))(jax.random.split(key, seeds))
+    S, B = Z.shape[0], sig.size
+    W0 = (jnp.asarray(sig)[None, :, None, None] * Z[:, None]).reshape(S * B, module.arch.p, module.d)
     probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
     res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps, probe=probe,
                            track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
@@ -60,5 +86,8 @@ def fig2_run(
     r = teacher.s.size
     mod = res.module["singular_values"][..., :r] / teacher.s
     nq = res.nqf["singular_values"][..., :r] / teacher.s
-    return Fig2Run(sig, res.steps, mod, nq, np.max(np.abs(mod - nq), axis=(1, 2)), half_times(res.steps, mod),
-                   half_times(res.steps, nq), res.window, res.module["loss"], res.nqf["loss"], res)
+    shape = (B,) if seeds is None else (S, B)
+    lane = lambda a: np.asarray(a).reshape(shape + np.shape(a)[1:])  # noqa: E731
+    mod, nq = lane(mod), lane(nq)
+    return Fig2Run(sig, res.steps, mod, nq, np.max(np.abs(mod - nq), axis=(-2, -1)), half_times(res.steps, mod),
+                   half_times(res.steps, nq), lane(res.window), lane(res.module["loss"]), lane(res.nqf["loss"]), res)

@@ -127,27 +127,32 @@ def about_band(value: Any, *, factor: float = math.sqrt(10.0)) -> tuple[float, f
 
 
 def record_verdict(claims: Any, name: str, measured: Any, threshold: Any, *, paper_side: str,
-                   note: str = "", derivation: str = "") -> bool:
+                   note: str = "", derivation: str = "", exact_note: str = "", kind: str = "paper") -> bool:
     r"""Record the verdict of a fixed rule ``measured <paper_side> threshold`` on ``claims``.
 
     ``paper_side`` is ``"below"`` (the paper predicts ``measured < threshold``) or ``"above"``.
     When the measurement is on the paper's side the claim is ``kind="paper"``; otherwise it is a
     ``kind="finding"`` with the opposite strict inequality and the same threshold, named "... (the
     paper's claim fails under this rule)". A NaN measurement or threshold is recorded as a paper
-    claim, which fails. Returns whether the paper's side holds.
+    claim, which fails. ``exact_note`` is passed to the claim (a measurement that can be exactly 0,
+    such as a difference of recorded steps, needs one). ``kind="finding"`` records both sides as findings
+    (a labelled contrast that is not a test of the paper's model). Returns whether the paper's side holds.
     """
+    if kind not in ("paper", "finding"):
+        raise ValueError(f"`kind` must be 'paper' or 'finding'; got {kind!r}.")
     if paper_side not in ("below", "above"):
         raise ValueError(f"`paper_side` must be 'below' or 'above'; got {paper_side!r}.")
     m, t = float(measured), float(threshold)
     full = "; ".join(x for x in (note, f"rule: {derivation}" if derivation else "") if x)
+    extra = {"exact_note": exact_note} if exact_note else {}
     holds = (m < t) if paper_side == "below" else (m > t)
     if holds or math.isnan(m) or math.isnan(t):
         test = claims.less if paper_side == "below" else claims.greater
-        test(name, m, t, kind="paper", note=full)
+        test(name, m, t, kind=kind, note=full, **extra)
         return bool(holds)
     test = claims.greater if paper_side == "below" else claims.less
     if m == t:  # on the threshold: neither strict inequality; record it as the paper's, which fails
-        (claims.less if paper_side == "below" else claims.greater)(name, m, t, kind="paper", note=full)
+        (claims.less if paper_side == "below" else claims.greater)(name, m, t, kind="paper", note=full, **extra)
         return False
-    test(f"{name} (the paper's claim fails under this rule)", m, t, kind="finding", note=full)
+    test(f"{name} (the paper's claim fails under this rule)", m, t, kind="finding", note=full, **extra)
     return False
