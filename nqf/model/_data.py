@@ -180,7 +180,7 @@ class NQFData(eqx.Module):
 
     def per_output(self, values: Float[Array, " m"]) -> Float[Array, "m o"]:
         """Row values (one per stored row, e.g. ``nqf.outputs(M, data)``) as ``(samples, o)`` in the units of
-        the targets (the $\sqrt o$ of the storage undone); the identity reshape for scalar outputs."""
+        the targets (the $\\sqrt o$ of the storage undone); the identity reshape for scalar outputs."""
         o = self.num_outputs
         v = jnp.asarray(values)
         return v if o == 1 else jnp.reshape(v, (-1, o)) / np.sqrt(o)
