@@ -398,9 +398,10 @@ def _lanes_data(data, n: int) -> tuple[NQFData, bool, int, int]:
     data = list(data)
     if len(data) != n:
         raise ValueError(f"`data` must be one NQFData or one per initial condition ({n}); got {len(data)}.")
-    shapes = {(_check_data(d), d.As.shape) for d in data}
+    shapes = {(_check_data(d), (d.As.shape, getattr(d, "num_outputs", 1))) for d in data}
     if len(shapes) != 1:
-        raise ValueError(f"the datasets in `data` must share their shapes; got {sorted(s[1] for s in shapes)}.")
+        raise ValueError("the datasets in `data` must share their shapes (and numbers of outputs); got "
+                         f"{sorted(s[1] for s in shapes)}.")
     (m, p), _ = shapes.pop()
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *data), False, m, p
 
