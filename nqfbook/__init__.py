@@ -68,6 +68,8 @@ from .chapters import check_toc as check_toc
 from .chapters import discover_chapters as discover_chapters
 from .chapters import find_root as find_root
 from .chapters import parameter_names as parameter_names
+from .chapters import parameter_info as parameter_info
+from .chapters import check_parameter_type as check_parameter_type
 from .chapters import parse_parameter as parse_parameter
 from .chapters import positive_int as positive_int
 from .chapters import select_chapters as select_chapters
@@ -98,6 +100,8 @@ __all__ = [
     "discover_chapters",
     "select_chapters",
     "parameter_names",
+    "parameter_info",
+    "check_parameter_type",
     "parse_parameter",
     "toc_documents",
     "check_toc",

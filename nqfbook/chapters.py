@@ -111,6 +111,63 @@ def parameter_names(notebook) -> list[str]:
         return list(papermill.inspect_notebook(str(path)))
 
 
+def parameter_info(notebook) -> dict[str, tuple[Any, str, str]]:
+    """``name -> (default, help, type)`` of the parameters cell: the default as a Python literal (``...`` when
+    it is not one), the help text of the assignment's trailing comment and its annotation (``"str | None"``;
+    ``""`` without one), papermill's conventions."""
+    import papermill
+
+    out = {}
+    for name, info in papermill.inspect_notebook(str(notebook)).items():
+        try:
+            default = ast.literal_eval(info.get("default", ""))
+        except (ValueError, SyntaxError):
+            default = ...
+        hint = info.get("inferred_type_name") or ""
+        out[name] = (default, info.get("help", "") or "", "" if hint == "None" else hint)
+    return out
+
+
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": (list, tuple), "tuple": (list, tuple)}
+
+
+def _hint_accepts(hint: str, value: Any) -> Optional[bool]:
+    """Whether an annotation such as ``"str | None"`` or ``"Optional[int]"`` admits ``value`` (None: unknown)."""
+    words = [w.strip() for w in hint.replace("Optional[", "").replace("]", "").replace("|", ",").split(",")]
+    kinds = [_TYPES[w] for w in words if w in _TYPES]
+    if not kinds:
+        return None
+    if value is None:
+        return "None" in words or "Optional[" in hint
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    return any(isinstance(value, k) for k in kinds)
+
+
+def check_parameter_type(chapter: str, name: str, default: Any, value: Any, hint: str = "") -> None:
+    """A ``-p`` value must have the parameter's annotated type, else the type of its default (an int is a
+    float; an unannotated ``None`` default accepts anything); checked before any execution, so a wrong type
+    never runs a chapter."""
+    accepts = _hint_accepts(hint, value) if hint else None
+    if accepts is not None:
+        if not accepts:
+            raise RunnerError(f"{chapter}: -p {name} must be {hint}; got {type(value).__name__} {value!r}")
+        return
+    if default is None or default is ...:
+        return
+    if isinstance(default, bool) or isinstance(value, bool):
+        ok = isinstance(default, bool) and isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float))
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise RunnerError(f"{chapter}: -p {name} must be of type {type(default).__name__} like its default "
+                          f"{default!r}; got {type(value).__name__} {value!r}")
+
+
 def parse_parameter(text: str) -> tuple[str, Any]:
     """``"n=100"`` -> ``("n", 100)``; non-literal values stay strings (like papermill's ``-p``)."""
     name, sep, raw = text.partition("=")

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Optional
 
 from .cache import source_tree_hash
-from .chapters import (check_toc, discover_chapters, find_root, parameter_names, parse_parameter,
+from .chapters import (check_parameter_type, check_toc, discover_chapters, find_root, parameter_info,
+                       parameter_names, parse_parameter,
                        positive_int, select_chapters)
 from .execute import record_timing, run_chapter
 from .layout import (FIDELITIES, PROG, REQUIRED_PARAMETERS, ChapterResult, Interrupted, Layout, RunnerError,
@@ -56,7 +57,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise RunnerError("--build publishes every chapter at its default parameters; "
                               "drop --only/-p (or run them without --build)")
         params = dict(parse_parameter(t) for t in args.parameter)
-        names = {}
+        names, info = {}, {}
         for nb_path in selected:
             try:
                 names[nb_path.stem] = parameter_names(nb_path)
@@ -69,9 +70,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             if unknown:
                 raise RunnerError(f"{nb_path.stem} has no parameter {', '.join(unknown)}; "
                                   f"its parameters are {', '.join(names[nb_path.stem])}")
+            info[nb_path.stem] = parameter_info(nb_path)
+            for k, v in params.items():
+                default, _, hint = info[nb_path.stem][k]
+                check_parameter_type(nb_path.stem, k, default, v, hint)
         if args.list:
             for nb_path in selected:
-                print(f"{nb_path.stem}: {', '.join(names[nb_path.stem])}")
+                print(f"{nb_path.stem}:")
+                for name, (default, help_, hint) in info[nb_path.stem].items():
+                    shown = "(not a literal)" if default is ... else repr(default)
+                    print(f"  {name}{': ' + hint if hint else ''} = {shown}" + (f"  # {help_}" if help_ else ""))
             return 0
         if args.build:
             problems = check_toc(root, chapters)

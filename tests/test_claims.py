@@ -276,3 +276,19 @@ def test_only_findings_and_sanity_checks_is_a_failure(tmp_path):
     c.less("erratum", 0.5, 1.0, kind="finding")
     with pytest.raises(ClaimError, match="no paper claim"):
         c.finish()
+
+
+# ------------------------------------------------------------- parameters injected by papermill
+def test_injected_parameters_are_checked_against_the_parameters_cell():
+    from nqf.pipeline._chapter import check_injected_parameters
+
+    declared = 'fidelity = "full"\nout_dir = "../_build"\nmnist_dir = None  # MNIST files\nsteps = 100\nrate = 0.1\n'
+    ok = '# Parameters\nfidelity = "quick"\nmnist_dir = "/data"\nsteps = 20\nrate = 1\n'
+    check_injected_parameters(["import x", declared, ok, "start"])
+    check_injected_parameters([declared])  # no injected cell (JupyterLab): nothing to check
+    with pytest.raises(ValueError, match="`stepz`"):
+        check_injected_parameters([declared, '# Parameters\nstepz = 3\n'])
+    with pytest.raises(TypeError, match="`steps`"):
+        check_injected_parameters([declared, '# Parameters\nsteps = "many"\n'])
+    with pytest.raises(TypeError, match="`fidelity`"):
+        check_injected_parameters([declared, '# Parameters\nfidelity = 3\n'])

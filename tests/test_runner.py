@@ -133,6 +133,29 @@ def test_parameter_names(tmp_path):
         nqfbook.parameter_names(nb)
 
 
+def test_parameters_are_typed_by_annotation_or_default(tmp_path):
+    nb = make_notebook(tmp_path / "ch01_x.ipynb", [], params=(
+        'fidelity = "full"\nout_dir = "../_build/output/full"\nsteps = 100  # optimiser steps\n'
+        'mnist_dir: str = ""  # MNIST files\nrate = 0.1\nanything = None'))
+    info = nqfbook.parameter_info(nb)
+    assert info["steps"] == (100, "optimiser steps", "") and info["mnist_dir"][2] == "str"
+    nqfbook.check_parameter_type("ch01_x", "steps", 100, 20)
+    nqfbook.check_parameter_type("ch01_x", "rate", 0.1, 1)  # an int is a float
+    nqfbook.check_parameter_type("ch01_x", "anything", None, [1, 2])
+    with pytest.raises(nqfbook.RunnerError, match="-p steps must be of type int"):
+        nqfbook.check_parameter_type("ch01_x", "steps", 100, "many")
+    with pytest.raises(nqfbook.RunnerError, match="-p mnist_dir must be str; got int 3"):
+        nqfbook.check_parameter_type("ch01_x", "mnist_dir", "", 3, "str")
+
+
+def test_wrongly_typed_parameter_fails_before_execution(tmp_repo):
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["raise SystemExit('executed')"])
+    p = run(tmp_repo, "--fidelity", "quick", "-p", "seed=zero")
+    assert p.returncode == 2 and "-p seed must be of type int" in p.stderr and "executed" not in out(p), out(p)
+    p = run(tmp_repo, "--list")
+    assert p.returncode == 0 and "seed = 0" in p.stdout, out(p)
+
+
 def test_cache_key_depends_on_everything(tmp_path):
     nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"])
     base = nqfbook.cache_key(nb, "tree", "quick", {})

@@ -2,7 +2,9 @@ r"""The one-call start of a chapter: what every chapter's first code cell did by
 
 from __future__ import annotations
 
+import ast
 import os
+from typing import Any
 
 import jax
 
@@ -23,6 +25,71 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         raise TypeError(f"`chapter` must be a chapter id such as 'ch01'; got {chapter!r}.")
     if fidelity not in FIDELITIES:
         raise ValueError(f"`fidelity` must be 'quick' or 'full'; got {fidelity!r}.")
+    check_injected_parameters(_history())
     jax.config.update("jax_enable_x64", True)
     use_style()
     return Claims(chapter, fidelity, out_dir)
+
+
+# ------------------------------------------------------------------ parameters given by papermill
+def _history() -> list[str]:
+    """The sources of the cells executed so far in this kernel (empty outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency of the book
+        return []
+    ip = get_ipython()
+    if ip is None:
+        return []
+    return [h for h in ip.user_ns.get("In", []) if isinstance(h, str)]
+
+
+def _assignments(source: str) -> dict[str, Any]:
+    """``name -> literal value`` of the top-level assignments of a cell (non-literals as ``...``)."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            try:
+                value = ast.literal_eval(node.value) if node.value is not None else None
+            except ValueError:
+                value = ...
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = value
+    return out
+
+
+def _compatible(default, value) -> bool:
+    if default is None or default is ... or value is ...:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
+
+
+def check_injected_parameters(history: list[str]) -> None:
+    """Refuse parameters papermill injected that the chapter's parameters cell does not declare, or of
+    another type than the declared default (papermill itself only warns and runs on).
+
+    ``history`` holds the executed cell sources; papermill's injected cell starts with ``# Parameters``
+    and follows the chapter's own parameters cell. Without an injected cell (JupyterLab, a plain
+    kernel) there is nothing to check.
+    """
+    idx = [i for i, h in enumerate(history) if h.lstrip().startswith("# Parameters\n")]
+    if not idx or idx[-1] == 0:
+        return
+    injected = _assignments(history[idx[-1]])
+    declared = _assignments(history[idx[-1] - 1])
+    unknown = sorted(set(injected) - set(declared))
+    if unknown:
+        raise ValueError(f"this chapter has no parameter {', '.join(f'`{n}`' for n in unknown)}; its parameters "
+                         f"are {', '.join(f'`{n}`' for n in declared)} (see its parameters cell).")
+    for name, value in injected.items():
+        if not _compatible(declared[name], value):
+            raise TypeError(f"parameter `{name}` must be of type {type(declared[name]).__name__} like its default "
+                            f"{declared[name]!r}; got {type(value).__name__} {value!r}.")
