@@ -58,6 +58,8 @@ from .model import ntk as ntk
 from .model import outputs as outputs
 from .model import residuals as residuals
 from .solutions import commuting_eigenbasis as commuting_eigenbasis
+from .solutions import diagnose as diagnose
+from .solutions import Diagnosis as Diagnosis
 from .solutions import feature_switch_on_time as feature_switch_on_time
 from .solutions import features as features
 from .solutions import logistic_solution as logistic_solution

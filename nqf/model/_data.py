@@ -178,7 +178,7 @@ class NQFData(eqx.Module):
         return (jnp.reshape(jnp.asarray(As), (m * o, p, p)) * r, jnp.reshape(jnp.asarray(ys), (m * o,)) * r,
                 jnp.reshape(f0, (m * o,)) * r)
 
-    def per_output(self, values: Float[Array, " m"]) -> Float[Array, "m o"]:
+    def per_output(self, values: Float[Array, " rows"]) -> Float[Array, "samples o"]:
         """Row values (one per stored row, e.g. ``nqf.outputs(M, data)``) as ``(samples, o)`` in the units of
         the targets (the $\\sqrt o$ of the storage undone); the identity reshape for scalar outputs."""
         o = self.num_outputs

@@ -6,6 +6,9 @@ from ._implicit import fixed_point as fixed_point
 from ._implicit import implicit_time as implicit_time
 from ._implicit import implicit_xi as implicit_xi
 from ._lotka_volterra import LotkaVolterra as LotkaVolterra
+from ._plateaus import diagnose as diagnose
+from ._plateaus import Diagnosis as Diagnosis
+from ._plateaus import halfway_crossing as halfway_crossing
 from ._lotka_volterra import commuting_eigenbasis as commuting_eigenbasis
 from ._lotka_volterra import lv_coefficients as lv_coefficients
 from ._lotka_volterra import features as features

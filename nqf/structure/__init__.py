@@ -25,6 +25,7 @@ from ._pytree import NeuronLayout as NeuronLayout
 from ._pytree import neuron_weights as neuron_weights
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._pytree import pytree_structure_report as pytree_structure_report
+from ._pytree import pytree_structure_stack as pytree_structure_stack
 from ._autodiff import structure_reports as structure_reports
 from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses

@@ -31,6 +31,7 @@ from .._types import Input
 from ._autodiff import StructureReport, structure_matrix, structure_report
 from ._matrix_free import _call_module as _call
 from ._neurons import neuron_leaves
+from ._neurons import split_params
 
 
 class NeuronLayout(NamedTuple):
@@ -121,3 +122,86 @@ def pytree_structure_report(
     """:func:`nqf.structure_report` of a pytree module (see :func:`pytree_structure_matrix`)."""
     apply_W, layout = _prepare(apply, params, neuron_axes)
     return structure_report(apply_W, x, layout.p, **kwargs)
+
+
+# ----------------------------------------------------------------- a user's model: names, dtype, A(x) in batch
+def model_name(apply: Callable | None, params: Any) -> str:
+    """The name a message should give the user's model: the class of an equinox Module called as ``params(x)``
+    (never the internal wrapper), else the name of ``apply``."""
+    if apply is None or apply is _call:
+        return type(params).__name__
+    return getattr(apply, "__name__", None) or type(apply).__name__
+
+
+def require_float64(params: Any, name: str) -> None:
+    """Refuse float32 (or lower) parameters with an "enable float64" error naming the model.
+
+    Theorem 1's probes (:func:`check_hypotheses`: permutation residuals, the Taylor ratio at 0) and the flow
+    measure quantities near 1e-8 and below; in float32 round-off alone makes a smooth, symmetric model look
+    kinked or asymmetric. The library never flips JAX's flags, so the fix is the caller's.
+    """
+    low = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(params)
+                  if eqx.is_inexact_array(leaf) and jnp.finfo(leaf.dtype).bits < 64})
+    if low:
+        hint = ("call jax.config.update('jax_enable_x64', True) before building it" if not jax.config.jax_enable_x64
+                else "cast it: jax.tree_util.tree_map(lambda a: a.astype('float64') if eqx.is_inexact_array(a) "
+                     "else a, model)")
+        raise ValueError(
+            f"`model` {name} has {'/'.join(low)} parameters: Theorem 1's checks and the NQF flow need float64 (in "
+            f"float32 round-off alone fails the smoothness and symmetry probes). Enable float64: {hint}.")
+
+
+def _embed_neuron0(w, zero, ax_leaves):
+    """The neuron leaves ``zero`` with neuron 0 set to ``w`` (rows in the packing of :func:`neuron_weights`)."""
+    leaves, treedef = jax.tree_util.tree_flatten(zero)
+    out, r0 = [], 0
+    for leaf, a in zip(leaves, ax_leaves):
+        moved = jnp.moveaxis(leaf, a, 0)
+        shape = moved.shape[1:]
+        n = int(np.prod(shape, dtype=int))
+        out.append(jnp.moveaxis(moved.at[0].set(jnp.reshape(w[r0:r0 + n], shape)), 0, a))
+        r0 += n
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+@eqx.filter_jit
+def _stack_jit(apply, tr, frozen, xs, ax_leaves, p):
+    zero = jax.tree_util.tree_map(jnp.zeros_like, tr)
+
+    def one(x):
+        f = lambda w: apply(eqx.combine(_embed_neuron0(w, zero, ax_leaves), frozen), x)  # noqa: E731
+        H = jax.hessian(f)(jnp.zeros((p,), jax.tree_util.tree_leaves(tr)[0].dtype))
+        return 0.25 * (H + jnp.swapaxes(H, -1, -2))  # A = (1/2) d^2 f / dw_1^2 at 0, symmetrised
+
+    return jax.vmap(one)(xs)
+
+
+def pytree_structure_stack(
+    apply: Callable | None, params: Any, xs: Any, neuron_axes: Any
+) -> Float[Array, "m *o p p"]:
+    r"""$A(x_\mu)$ of Theorem 1 at every input of ``xs`` (leading sample axis), for a pytree module.
+
+    ``apply(params, x)`` is the module (``None`` for a callable equinox Module: ``params(x)``; a flax model
+    is ``apply = model.apply`` with its parameter dict), ``neuron_axes`` as in :func:`neuron_weights`, whose
+    packing gives the coordinates. Under ZGZ (Property 1) the per-neuron Hessian blocks at $W = 0$ are all
+    $2A(x)$ (Eq. 54), so $A(x) = \tfrac12\partial^2 f_x/\partial w_1^2\,(0)$: one Hessian in the $p$
+    parameters of one neuron per sample, all samples in one ``vmap``, one $A^{(o)}$ per output (App. B.2).
+    One compiled program per (module, shapes): a new ``params`` or ``xs`` of the same shapes compiles nothing.
+    This does not check Theorem 1's hypotheses (see :func:`nqf.structure.check_hypotheses`); it refuses float32.
+
+    Returns:
+        ``(m, p, p)`` for scalar outputs, ``(m, o, p, p)`` for vector outputs (``(m, *out, p, p)`` in general),
+        ready for :class:`nqf.NQFData` with targets ``(m,)`` or ``(m, o)``.
+    """
+    name = model_name(apply, params)
+    if apply is None:
+        if not (isinstance(params, eqx.Module) and callable(params)):
+            raise ValueError("`apply` is required unless `params` is a callable equinox Module.")
+        apply = _call
+    if not callable(apply):
+        raise ValueError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
+    require_float64(params, name)
+    tr, frozen, ax_leaves, _ = split_params(params, neuron_axes, "params")
+    p = sum(int(np.prod(l.shape, dtype=int)) // l.shape[a] for l, a in zip(jax.tree_util.tree_leaves(tr), ax_leaves))
+    xs = jax.tree_util.tree_map(jnp.asarray, xs)
+    return _stack_jit(apply, tr, frozen, xs, tuple(ax_leaves), int(p))

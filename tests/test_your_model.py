@@ -1,0 +1,174 @@
+"""Chapter 9's one call on a user's model: nqf.diagnose (report, A(x), multi-output data, float32, plateau rule)."""
+
+import jax
+import jax.numpy as jnp
+import equinox as eqx
+import numpy as np
+import pytest
+
+import nqf
+from nqf.solutions._plateaus import learned_levels, loss_plateau_ends, mode_plateau_ends
+from nqf.structure import neuron_weights, pytree_structure_stack
+
+from helpers import count_compilations
+from models_example import make_model, make_sin_model
+
+jax.config.update("jax_enable_x64", True)
+
+
+class LinearNet(eqx.Module):
+    """f(x) = V U x: a two-layer linear network, whose NQF is the network itself (Eq. 2 with no remainder)."""
+
+    U: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return self.V @ (self.U @ x)
+
+    def neuron_axes(self):
+        return LinearNet(0, 1)
+
+
+class ReluNet(eqx.Module):
+    U: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return self.V @ jax.nn.relu(self.U @ x)
+
+
+def _teacher(seed=0, m=40, n_in=4, n_out=3, s=(2.0, 0.7)):
+    rng = np.random.default_rng(seed)
+    xs = rng.normal(size=(m, n_in))
+    P = np.linalg.qr(rng.normal(size=(n_in, len(s))))[0]
+    Q = np.linalg.qr(rng.normal(size=(n_out, len(s))))[0]
+    return jnp.asarray(xs), jnp.asarray(xs @ (P * np.asarray(s)) @ Q.T)
+
+
+OPT = dict(name="sgd", learning_rate=0.05)
+
+
+@pytest.fixture(scope="module")
+def report():
+    xs, ys = _teacher(s=(1.0, 0.35))
+    net = make_sin_model(jax.random.PRNGKey(1), 4, 3, width=6, init_scale=1e-3)
+    return nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 1200), net, xs, ys
+
+
+def test_report_on_a_model_the_package_does_not_ship(report):
+    rep, net, xs, ys = report
+    text = str(rep)
+    assert "SinMLP" in text and "_call_module" not in text
+    assert "plateau ends" in text and "agreement window" in text
+    # A(x) against an independent autodiff: the full Hessian of f(W) at 0 in the packed coordinates
+    W0, layout = neuron_weights(net, net.neuron_axes())
+    p, d = W0.shape
+    H = jax.hessian(lambda w: layout.unflatten(w.reshape(p, d))(xs[3]))(jnp.zeros(p * d))  # (o, pd, pd)
+    H = H.reshape(3, p, d, p, d)
+    np.testing.assert_allclose(rep.run.As[3], 0.5 * H[:, :, 0, :, 0], atol=1e-12)
+    np.testing.assert_allclose(H[:, :, 0, :, 1], 0.0, atol=1e-12)  # ZGZ: no cross-neuron block (Eq. 54)
+    assert rep.run.As.shape == (40, 3, p, p) and rep.run.data.num_outputs == 3
+    # two modes are learned (teacher of rank 2), predicted and measured within 15 % while the NQF is valid
+    pl = rep.plateaus
+    assert pl.levels.size == 2
+    ok = pl.valid & pl.within_run
+    assert ok.any()
+    assert np.all(np.abs(pl.module[ok] / pl.predicted[ok] - 1) <= pl.tolerance[ok])
+    # the NQF's own GD against its flow: within the discretisation and the reading's resolution
+    disc = pl.tolerance - rep.run.threshold
+    assert np.all(np.abs(pl.nqf / pl.predicted - 1) <= disc)
+    fig = rep.plot()
+    assert len(fig.axes) == 2
+
+
+def test_linear_network_is_its_own_nqf():
+    """Where the NQF is exact (a linear network), the model run and the NQF run coincide to rounding."""
+    xs, ys = _teacher(seed=2)
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    net = LinearNet(1e-3 * jax.random.normal(k1, (5, 4)), 1e-3 * jax.random.normal(k2, (3, 5)))
+    rep = nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 600)
+    c = rep.run.comparison
+    assert np.max(c.gap) < 1e-9 and not np.isfinite(rep.window)
+    np.testing.assert_allclose(rep.run.eigs_module, rep.run.eigs_nqf, rtol=1e-8, atol=1e-14)
+    assert not np.isfinite(rep.run.valid_until)
+    pl = rep.plateaus
+    assert pl.levels.size == 2
+    assert np.all(np.abs(pl.module / pl.predicted - 1) <= pl.tolerance - rep.run.threshold)
+
+
+def test_second_call_with_new_data_compiles_nothing(report):
+    rep, net, xs, ys = report
+    xs2, ys2 = _teacher(seed=5, s=(1.0, 0.35))
+    opt = nqf.optimizer("sgd", 0.04)  # a new learning rate too: traced
+    with count_compilations() as seen:
+        rep2 = nqf.diagnose(net, (xs2, ys2), opt, 1200)
+    assert len(seen) == 0, f"{len(seen)} compilations in the second call"
+    assert rep2.run.comparison.module["loss"].shape == rep.run.comparison.module["loss"].shape
+
+
+def test_float32_model_gets_an_enable_float64_error():
+    xs, ys = _teacher()
+    net = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), make_model(jax.random.PRNGKey(0), 4, 3))
+    with pytest.raises(ValueError, match=r"GeluMLP has float32 parameters.*float64"):
+        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10)
+    with pytest.raises(ValueError, match="float64"):
+        pytree_structure_stack(None, net, xs, net.neuron_axes())
+
+
+def test_hypothesis_errors_name_the_users_class():
+    xs, ys = _teacher()
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    net = ReluNet(0.1 * jax.random.normal(k1, (5, 4)), 0.1 * jax.random.normal(k2, (3, 5)))
+    with pytest.raises(ValueError, match="ReluNet is not smooth") as err:
+        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10, neuron_axes=ReluNet(0, 1))
+    assert "_call_module" not in str(err.value)
+    with pytest.raises(ValueError, match="neuron_axes"):
+        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10)
+
+
+def test_multi_output_nqf_data_keeps_the_loss_and_the_clock():
+    rng = np.random.default_rng(0)
+    m, o, p = 7, 3, 4
+    A = rng.normal(size=(m, o, p, p))
+    A = A + np.swapaxes(A, -1, -2)
+    y, f0 = rng.normal(size=(m, o)), rng.normal(size=(m, o))
+    data = nqf.NQFData(A, y, f0=f0)
+    assert (data.m, data.p, data.num_outputs) == (m * o, p, o)
+    W = rng.normal(size=(p, 2))
+    M = jnp.asarray(W @ W.T)
+    f = lambda M: jnp.einsum("ij,moji->mo", M, A) + f0  # noqa: E731
+    np.testing.assert_allclose(nqf.mse_loss(M, data), nqf.mse(f(M), y), rtol=1e-12)
+    np.testing.assert_allclose(data.per_output(nqf.outputs(M, data)), f(M), rtol=1e-12)
+    # the flow's H is twice the gradient of the package's loss: GD on W at rate eta is flow time eta * step
+    g = jax.grad(lambda M: nqf.mse(f(M), y))(M)
+    np.testing.assert_allclose(nqf.h_matrix(M, data), 2 * g, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\(m, o\) = \(7, 3\)"):
+        nqf.NQFData(A, y[:, :2])
+    with pytest.raises(ValueError, match="ZGZ"):
+        nqf.NQFData(A, y, gs=np.zeros((m, p)))
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def test_plateau_rule_on_a_logistic_staircase():
+    """Known switch-on times of a synthetic logistic staircase are read back by the one rule."""
+    t = np.linspace(0.0, 60.0, 6001)
+    t_on, s, a = np.array([5.0, 18.0, 40.0]), np.array([4.0, 2.0, 0.5]), np.array([3.0, 1.5, 0.8])
+    eps = 1e-6
+    lam = s * _sigmoid(a * (t[:, None] - t_on)) + eps
+    levels = learned_levels(t, lam)
+    np.testing.assert_allclose(levels, s, rtol=1e-5)
+    np.testing.assert_allclose(mode_plateau_ends(t, lam, levels), t_on, atol=1e-3)
+    # the loss staircase: each mode removes c_k; plateaus L_0 > L_1 > L_2 > L_3
+    c = np.array([3.0, 1.0, 0.3])
+    loss = 0.05 + np.sum(c * (1 - _sigmoid(a * (t[:, None] - t_on))), axis=1)
+    L = 0.05 + np.concatenate([[c.sum()], c.sum() - np.cumsum(c)])
+    np.testing.assert_allclose(loss_plateau_ends(t, loss, L), t_on, atol=2e-3)
+    # a mode that has not settled by the end of the record is not a learned mode
+    lam2 = lam.copy()
+    lam2[:, 2] = 0.5 * _sigmoid(0.8 * (t - 58.0)) + eps
+    assert learned_levels(t, lam2).size == 2
+    # never reached: inf
+    assert np.isinf(mode_plateau_ends(t, lam, 10 * s)).all()
