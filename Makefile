@@ -9,7 +9,7 @@ STAMP       := $(VENV)/.nqf-installed
 RUNNER_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: venv test book quick-book check-site bench clean help
+.PHONY: venv test test-py313 lab book quick-book check-site bench clean help
 
 help:
 	@echo "make book        execute every chapter at full fidelity and build _build/html"
@@ -18,19 +18,37 @@ help:
 	@echo "make check-site  quick site in headless Chromium, network off (screenshots in _build/site-check)"
 	@echo "make bench       measure chapter times, make test/make book and the flow solver against scipy (_build/output/benchmarks.json)"
 	@echo "make venv        create/refresh .venv from requirements-lock.txt"
+	@echo "make lab         JupyterLab on notebooks/ with the project's kernel (interactive runs: set fidelity = \"quick\")"
+	@echo "make test-py313  the unit tests (no chapters) on Python 3.13 in .venv-py313"
 	@echo "make clean       remove _build and caches (keeps .venv)"
 
 venv: $(STAMP)
+	@test "$$(cat $(STAMP))" = "$(CURDIR)" || { echo "the clone moved: reinstalling nqf and its kernel here"; \
+	  rm -f $(STAMP); $(MAKE) --no-print-directory VENV=$(VENV) PYTHON=$(PYTHON) $(STAMP); }
 
 # Re-installs whenever pyproject.toml or requirements-lock.txt changes.
 $(STAMP): pyproject.toml requirements-lock.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -c requirements-lock.txt -e ".[dev]"
 	$(PY) -m ipykernel install --sys-prefix
-	@touch $@
+	@echo "$(CURDIR)" > $@
 
 test: venv
 	$(PY) -m pytest $(PYTEST_FLAGS)
+
+# The unit tests on Python 3.13 (pyenv's, or any python3.13 on PATH), in their own venv.
+PY313 ?= $(shell for p in $$HOME/.pyenv/versions/3.13*/bin/python3.13 $$(command -v python3.13); do \
+             test -x "$$p" && "$$p" -c pass 2>/dev/null && { echo "$$p"; break; }; done)
+test-py313:
+	@test -n "$(PY313)" || { echo "make test-py313: no python3.13 found (set PY313=/path/to/python3.13)"; exit 2; }
+	$(MAKE) VENV=.venv-py313 PYTHON=$(PY313) venv
+	.venv-py313/bin/python -m pytest -m "not notebook" $(PYTEST_FLAGS)
+
+# JupyterLab with the project's kernel (installed into the venv by `make venv`; --allow-root for
+# containers run as root). Moving the clone and running `make venv` again repairs the kernelspec.
+ROOT_FLAG := $(shell test "$$(id -u)" -eq 0 && echo --allow-root)
+lab: venv
+	$(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 book: venv
 	$(PY) -m nqfbook --fidelity full --build $(RUNNER_FLAGS)

@@ -47,3 +47,59 @@ def test_chapter_at_quick_fidelity(notebook):
     assert (ROOT / "_build" / "executed" / "quick" / notebook.name).is_file()
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]
     print(f"{notebook.stem}: {data['n_claims']} claims hold, {timing['seconds']:.1f} s at quick fidelity")
+
+
+# ------------------------------------------------------------- rerun a chapter with other settings
+def _glued(executed: Path) -> dict:
+    import nbformat
+
+    out = {}
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                out[name] = "".join(str(v) for v in o.get("data", {}).values())
+    return out
+
+
+def _figures(out_dir: Path) -> dict:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out_dir.rglob("*.png"))}
+
+
+@pytest.mark.notebook
+def test_a_real_parameter_reruns_the_chapter_through_papermill_and_the_runner(tmp_path):
+    """ch01's ``rays`` (random directions per architecture) changes a glued number and a figure, whether
+    it is given to papermill directly or to the runner's ``-p``; both routes agree."""
+    import shutil
+
+    nb = ROOT / "notebooks" / "ch01_neural_quadratic_form.ipynb"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def papermill(out: Path, *extra):
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "papermill", nb.name, str(out / "executed.ipynb"), "-p", "fidelity", "quick",
+               "-p", "out_dir", str(out), *extra]
+        proc = subprocess.run(cmd, cwd=nb.parent, env={**env, "JAX_ENABLE_X64": "1"}, capture_output=True, text=True,
+                              timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return _glued(out / "executed.ipynb"), _figures(out)
+
+    base = papermill(tmp_path / "base")
+    changed = papermill(tmp_path / "rays3", "-p", "rays", "3")
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copy(nb, repo / "notebooks" / nb.name)
+    for name in ("pyproject.toml", "requirements-lock.txt"):
+        shutil.copy(ROOT / name, repo / name)
+    shutil.copytree(ROOT / "nqf", repo / "nqf")
+    proc = subprocess.run([sys.executable, "-m", "nqfbook", "--root", str(repo), "--fidelity", "quick",
+                           "--only", "ch01", "-p", "rays=3"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    runner = (_glued(repo / "_build" / "executed" / "quick" / nb.name), _figures(repo / "_build" / "output" / "quick"))
+    assert base[0].keys() == changed[0].keys()
+    assert any(base[0][k] != changed[0][k] for k in base[0]), "no glued number depends on `rays`"
+    assert any(base[1][k] != changed[1].get(k) for k in base[1]), "no figure depends on `rays`"
+    assert runner[0] == changed[0], "the runner's -p and papermill's -p disagree"

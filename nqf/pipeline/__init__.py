@@ -8,6 +8,7 @@ from ._claims import Claim as Claim
 from ._claims import ClaimsTable as ClaimsTable
 from ._claims import Claims as Claims
 from ._chapter import start_chapter as start_chapter
+from ._chapter import by_fidelity as by_fidelity
 from ._measure import intercept_fit as intercept_fit
 from ._measure import step_deviation as step_deviation
 from ._measure import crossing_time as crossing_time

@@ -93,3 +93,21 @@ def check_injected_parameters(history: list[str]) -> None:
         if not _compatible(declared[name], value):
             raise TypeError(f"parameter `{name}` must be of type {type(declared[name]).__name__} like its default "
                             f"{declared[name]!r}; got {type(value).__name__} {value!r}.")
+
+
+def by_fidelity(name: str, value: Any, fidelity: str, *, quick: Any, full: Any) -> Any:
+    """A chapter setting: ``value`` when the reader gave it (a parameter of the chapter, ``None`` by default),
+    else the named default of the fidelity, ``quick`` or ``full``. The two sets of defaults sit below the
+    parameters cell, so ``-p name=value`` (runner or papermill) overrides one setting at either fidelity.
+
+    A value of another type than the defaults is a ``TypeError`` naming the parameter.
+    """
+    if fidelity not in FIDELITIES:
+        raise ValueError(f"`fidelity` must be 'quick' or 'full'; got {fidelity!r}.")
+    default = quick if fidelity == "quick" else full
+    if value is None:
+        return default
+    if not _compatible(default, value):
+        raise TypeError(f"parameter `{name}` must be of type {type(default).__name__} like its defaults "
+                        f"(quick {quick!r}, full {full!r}); got {type(value).__name__} {value!r}.")
+    return type(default)(value) if isinstance(default, float) else value

@@ -24,7 +24,7 @@ from .._types import ArrayLike
 _PANELS = 8
 _TABLE = 129  # points of the t(v) table used to start Newton's method
 _NEWTON = 6
-_GL_X, _GL_W = (jnp.asarray(v) for v in np.polynomial.legendre.leggauss(32))
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(32)  # NumPy float64: no JAX array at import (x64 may be set later)
 
 
 def _phi(x):

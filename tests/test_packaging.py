@@ -1,0 +1,53 @@
+"""The environments readers get agree with the pins: Binder's environment.yml, the lock, pyproject."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pins(lines) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?==([^\s;#]+)", line)
+        if m:
+            out[m.group(1).lower().replace("_", "-")] = m.group(3)
+    return out
+
+
+def test_binder_environment_pins_what_the_lock_pins_and_leaves_the_server_to_binder():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    binder = _pins(pip)
+    lock = _pins((ROOT / "requirements-lock.txt").read_text().splitlines())
+    assert binder, "environment.yml pins nothing"
+    assert {k: v for k, v in binder.items() if lock.get(k) != v} == {}, "environment.yml disagrees with the lock"
+    assert not any(p.strip().startswith("-e") for p in pip if isinstance(p, str)), "the package belongs in postBuild"
+    for server in ("jupyterlab", "notebook", "jupyter-server", "jupyterhub"):
+        assert server not in binder, f"{server} would replace Binder's own server"
+    assert "pip install --no-deps -e ." in (ROOT / "postBuild").read_text()
+
+
+def test_pyproject_pins_match_the_lock_and_admit_python_3_11_to_3_13():
+    text = (ROOT / "pyproject.toml").read_text()
+    deps = _pins(re.findall(r'^\s*"([^"]+)",?$', text, re.M))
+    lock = _pins((ROOT / "requirements-lock.txt").read_text().splitlines())
+    assert {k: v for k, v in deps.items() if k in lock and lock[k] != v} == {}
+    assert 'requires-python = ">=3.11,<3.14"' in text
+
+
+def test_importing_nqf_creates_no_jax_array():
+    """A chapter enables float64 after ``import nqf`` (nqf.pipeline.start_chapter): a module-level JAX array
+    would be float32 then (it was: ch05's Gauss-Legendre nodes, which moved a Thm 10 exponent by 0.1)."""
+    import subprocess
+    import sys
+
+    code = "import jax, nqf, nqf.pipeline; print(len(jax.live_arrays()))"
+    env = {"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
