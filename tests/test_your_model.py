@@ -172,3 +172,77 @@ def test_plateau_rule_on_a_logistic_staircase():
     assert learned_levels(t, lam2).size == 2
     # never reached: inf
     assert np.isinf(mode_plateau_ends(t, lam, 10 * s)).all()
+
+
+READER_MODELS = '''
+import equinox as eqx
+import jax
+
+
+class TanhNet(eqx.Module):
+    U: jax.Array
+    b: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return self.V @ jax.numpy.tanh(self.U @ x + self.b)
+
+    def neuron_axes(self):
+        return TanhNet(0, 0, 1)
+
+
+def make_model(key, n_in, n_out, width=8, init_scale=1e-3):
+    k1, k2, k3 = jax.random.split(key, 3)
+    return TanhNet(init_scale * jax.random.normal(k1, (width, n_in)), init_scale * jax.random.normal(k2, (width,)),
+                   init_scale * jax.random.normal(k3, (n_out, width)))
+'''
+
+
+@pytest.mark.notebook
+def test_chapter_9_reruns_on_a_readers_model_through_papermill(tmp_path):
+    """``papermill ... -p model readers_models:make_model`` reruns Chapter 9 on a model written here."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "readers_models.py").write_text(READER_MODELS)
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / "ch09_your_own_model.ipynb"
+    out = tmp_path / "out"
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(tmp_path)}
+    cmd = [sys.executable, "-m", "papermill", nb.name, str(tmp_path / "executed.ipynb"), "-p", "fidelity", "quick",
+           "-p", "out_dir", str(out), "-p", "model", "readers_models:make_model", "-p", "width", "8",
+           "-p", "num_steps", "1000"]
+    proc = subprocess.run(cmd, cwd=nb.parent, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "claims" / "ch09.json").read_text())
+    assert data["passed"] and data["n_paper"] >= 1
+    assert "TanhNet" in (tmp_path / "executed.ipynb").read_text()
+
+
+def flax_style_apply(variables, x):
+    """A flax-linen-style ``apply``: Dense(h) -> sin -> Dense(o) on a ``{"params": ...}`` dict (kernels (in, out))."""
+    p = variables["params"]
+    h = jnp.sin(x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"])
+    return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+
+
+def test_a_parameter_dict_with_apply_goes_through_the_same_call():
+    """The flax route: ``apply(variables, x)`` and ``neuron_axes`` (hidden units are the neurons; the output bias
+    is shared, axis None, and held fixed)."""
+    xs, ys = _teacher(s=(1.0, 0.35))
+    rng = np.random.default_rng(3)
+    variables = {"params": {"Dense_0": {"kernel": 1e-3 * rng.normal(size=(4, 6)), "bias": 1e-3 * rng.normal(size=6)},
+                            "Dense_1": {"kernel": 1e-3 * rng.normal(size=(6, 3)), "bias": np.zeros(3)}}}
+    variables = jax.tree_util.tree_map(jnp.asarray, variables)
+    axes = {"params": {"Dense_0": {"kernel": 1, "bias": 0}, "Dense_1": {"kernel": 0, "bias": None}}}
+    rep = nqf.diagnose(variables, (xs, ys), nqf.optimizer("sgd", 0.05), 600, apply=flax_style_apply,
+                       neuron_axes=axes)
+    assert "flax_style_apply" in str(rep)
+    W0, layout = neuron_weights(variables, axes)
+    p, d = W0.shape
+    assert (p, d) == (4 + 1 + 3, 6)
+    H = jax.hessian(lambda w: flax_style_apply(layout.unflatten(w.reshape(p, d)), xs[0]))(jnp.zeros(p * d))
+    np.testing.assert_allclose(rep.run.As[0], 0.5 * H.reshape(3, p, d, p, d)[:, :, 0, :, 0], atol=1e-12)
+    assert rep.plateaus.levels.size == 2

@@ -172,11 +172,13 @@ class Diagnosis(NamedTuple):
 
     def plot(self, axes: Any = None):
         """Loss and eigenvalues of $M$ against optimiser steps: model, NQF run, flow (at ``step = t/eta``),
-        predicted plateau ends as vertical lines and measured ones as markers. Returns the figure."""
+        predicted plateau ends as vertical lines and measured ones as markers. ``axes``: two matplotlib axes to
+        draw on (default: a new figure). Returns the figure."""
         import matplotlib.pyplot as plt
 
         r, pl = self.run, self.plateaus
-        if axes is None:
+        own = axes is None
+        if own:
             fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         fig = axes[0].figure
         c = r.comparison
@@ -213,7 +215,8 @@ class Diagnosis(NamedTuple):
         for a in axes:
             a.set_xlim(st[ok][0], st[-1])
             a.legend(fontsize=7)
-        fig.tight_layout()
+        if own:
+            fig.tight_layout()
         return fig
 
 
