@@ -1,7 +1,7 @@
 r"""Everything the NQF says about a user's model, computed in one call that trains (Chapter 9).
 
 For a model of interchangeable neurons (an equinox Module, or ``apply(params, x)`` on a parameter
-pytree such as a flax parameter dict, with ``neuron_axes``), :func:`model_run`
+pytree such as a flax parameter dict, with ``neuron_axes``), :func:`nqf.dynamics.model_run`
 
 1. measures Theorem 1's hypotheses on the model at the first input (:func:`nqf.structure.check_hypotheses`;
    float32 parameters are refused with an "enable float64" error; errors name the model's class);
@@ -13,7 +13,7 @@ pytree such as a flax parameter dict, with ``neuron_axes``), :func:`model_run`
    time the weights $W_t$ with $W_tW_t^\top = M(t)$ closest in orientation to $W(0)$ (top eigenpairs of
    $M(t)$ times the polar factor of their overlap with $W(0)$) are fed to the model and to its NQF; the
    prediction is **valid** until their relative output gap first exceeds ``threshold``
-   (:func:`first_exceedance`, the agreement rule of the book);
+   (:func:`nqf.first_exceedance`, the agreement rule of the book);
 4. trains the model and its NQF side by side (:func:`nqf.compare_with_nqf`, one optimiser), recording the
    loss, the outputs on a probe set and the eigenvalues of $M = WW^\top$ of both runs.
 
@@ -61,7 +61,7 @@ from ._trainer import as_optimizer
 
 
 class ModelRun(NamedTuple):
-    """What :func:`model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``)."""
+    """What :func:`nqf.dynamics.model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``)."""
 
     name: str  #: the model's class (or ``apply``'s) name
     hypotheses: HypothesisCheck  #: Theorem 1's probes at the first input
@@ -81,11 +81,12 @@ class ModelRun(NamedTuple):
     eigs_nqf: np.ndarray  #: ``(S, r)`` the same for the NQF run
     threshold: float
     rate: float  #: growth rate a = -lambda_min(H(M = 0)) of the fastest mode (W grows as e^{a t} at first)
+    lag: float  #: relative lag of the optimiser's exponential growth behind the flow's for that mode (steps)
     record_every: int  #: recording interval of the training runs (steps)
 
 
 class _Packer(eqx.Module):
-    """``params -> W (p, d)`` in the packing of :func:`neuron_weights`: a hashable value (static in the trainer)."""
+    """``params -> W (p, d)`` in the packing of :func:`nqf.structure.neuron_weights`: a hashable value (static in the trainer)."""
 
     index: tuple = eqx.field(static=True)
     axes: tuple = eqx.field(static=True)
@@ -107,6 +108,28 @@ def flow_rate(optimizer: Any) -> float | None:
         return None
     beta = float(optimizer.numeric.get("momentum", 0.0))
     return float(optimizer.learning_rate) / (1.0 - beta)
+
+
+def growth_lag(optimizer: Any, rate: float) -> float:
+    r"""How many more steps (relative) the optimiser needs than the flow to grow a mode of rate $a$ by a given
+    factor: the flow grows it as $e^{a t}$ with $t = \eta_	ext{eff}\,$step, gradient descent with momentum
+    $eta$ (0 for plain SGD) by the largest root $
+ho$ of $
+ho^2 - (1 + eta + \eta a)
+ho + eta = 0$ per
+    step, so the lag is $\eta_	ext{eff}\,a/\ln
+ho - 1$ ($pprox \eta a/2$ for plain SGD). ``nan`` without a
+    step <-> time map."""
+    eta_eff = flow_rate(optimizer)
+    if eta_eff is None:
+        return float("nan")
+    beta = float(optimizer.numeric.get("momentum", 0.0))
+    eta = float(optimizer.learning_rate)
+    if rate <= 0:
+        return 0.0
+    b = 1.0 + beta + eta * rate
+    rho = 0.5 * (b + np.sqrt(b * b - 4.0 * beta))
+    return float(eta_eff * rate / np.log(rho) - 1.0)
 
 
 def _resolve(model, apply, neuron_axes):
@@ -232,7 +255,7 @@ def model_run(
     if eta is not None:
         t_end = float(horizon) * eta * steps
         ts = log_times(t_end, int(flow_points), t_min=eta)
-        sol = gradient_flow(W0 @ W0.T, nqf_data, ts, rtol=1e-8, atol=1e-12)
+        sol = gradient_flow(W0 @ W0.T, nqf_data, ts, rtol=1e-6, atol=1e-12, solver="tsit5")
         Ms = sol.ys
         loss = np.asarray(jax.vmap(lambda M: mse_loss(M, nqf_data))(Ms))
         mask = jax.tree_util.tree_unflatten(layout.treedef,
@@ -249,5 +272,6 @@ def model_run(
     sv = lambda run: np.asarray(run["singular_values"])[..., :r] ** 2  # noqa: E731
     H0 = h_matrix(jnp.zeros((W0.shape[0],) * 2), nqf_data)
     rate = max(0.0, -float(jnp.linalg.eigvalsh(H0)[0]))
+    lag = growth_lag(as_optimizer("optimizer", optimizer), rate)
     return ModelRun(name, chk, As, nqf_data, np.asarray(W0), layout, eta, steps, ts, loss, eigs, gap, valid, comp,
-                    sv(comp.module), sv(comp.nqf), float(threshold), rate, int(every))
+                    sv(comp.module), sv(comp.nqf), float(threshold), rate, lag, int(every))

@@ -1,22 +1,22 @@
 r"""Plateau ends read off a flow, a training run or a loss curve, by one rule; and the one call
-:func:`diagnose` that reports what the NQF says about a user's model.
+:func:`nqf.diagnose` that reports what the NQF says about a user's model.
 
 From small initialisation the NQF learns its modes one after another (Secs. 5-6): the eigenvalues
 $\lambda_k(t)$ of $M(t) = W(t)W(t)^\top$ sit near their tiny initial values, then rise sigmoidally to a
 learned level $\lambda_k^\infty$ (Thm 6: exactly logistic when the data commute), and the loss drops
 from one plateau to the next as each mode switches on.
 
-**The rule** (:func:`halfway_crossing`, fixed before any run): a plateau ends when the quantity that
+**The rule** (:func:`nqf.solutions.halfway_crossing`, fixed before any run): a plateau ends when the quantity that
 leaves it first gets **half-way** from the plateau's level to the next one, times between records
 linearly interpolated. For a logistic switch-on this is exactly its midpoint $t_k$ (Eq. 158's switch-on
 time, up to the $O(1)$ offset of the logistic), whatever its rate. Concretely:
 
-* per mode (:func:`mode_plateau_ends`): mode $k$ ($k$-th largest eigenvalue of $M$) switches on when
+* per mode (``mode_plateau_ends``): mode $k$ ($k$-th largest eigenvalue of $M$) switches on when
   $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the NQF
   **flow** assigns it at the end of its horizon. A mode counts as learned when that level is at least
   ``GROWTH`` = 10 times the largest initial eigenvalue and has settled (it changed by less than
   ``SETTLED`` = 10 % over the last fifth of the horizon's time);
-* on a loss curve with known plateau levels $L_0 > L_1 > \dots$ (:func:`loss_plateau_ends`): plateau
+* on a loss curve with known plateau levels $L_0 > L_1 > \dots$ (``loss_plateau_ends``): plateau
   $k$ ends when the loss first falls below $(L_{k-1} + L_k)/2$.
 
 The same levels (theory) serve the prediction and the measurement, so a measured end is never read with
@@ -33,6 +33,7 @@ from jaxtyping import Float
 
 from .._types import ArrayLike
 from ..dynamics._report import ModelRun
+from ..model._model import mse_loss
 from ..dynamics._report import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
@@ -114,11 +115,11 @@ class PlateauEnds(NamedTuple):
     module: np.ndarray  #: (K,) measured on the model itself (steps)
     valid: np.ndarray  #: (K,) bool: predicted before the flow's range of validity ends
     within_run: np.ndarray  #: (K,) bool: predicted within the run's num_steps
-    tolerance: np.ndarray  #: (K,) relative tolerance of measured against predicted (:func:`read_plateaus`)
+    tolerance: np.ndarray  #: (K,) relative tolerance of measured against predicted (``read_plateaus``)
 
 
 class Diagnosis(NamedTuple):
-    """The report of :func:`diagnose`: ``print(report)`` for the summary, ``report.plot()`` for the figure."""
+    """The report of :func:`nqf.diagnose`: ``print(report)`` for the summary, ``report.plot()`` for the figure."""
 
     run: ModelRun  #: everything computed (hypotheses, A(x), NQF data, flow, comparison)
     plateaus: PlateauEnds
@@ -143,7 +144,7 @@ class Diagnosis(NamedTuple):
             f"{o} output{'s' if o > 1 else ''}, m = {r.data.m // o} samples",
             f"  Theorem 1 at x_1: permutation residual {h.permutation_residual:.1e}, ZGZ residual "
             f"{h.zgz_residual:.1e}, Taylor ratio {h.smooth_ratio:.3g} (C^3: >= 4): hypotheses hold",
-            f"  A(x): {tuple(np.shape(r.As))}; NQF loss at W(0) {float(r.flow_loss[0]) if r.flow_loss.size else float('nan'):.4g}",
+            f"  A(x): {tuple(np.shape(r.As))}; NQF loss at W(0) {float(mse_loss(r.W0 @ r.W0.T, r.data)):.4g}",
         ]
         w = self.window
         wt = "never within the run" if not np.isfinite(w) else f"step {w:.0f}" + (
@@ -221,11 +222,11 @@ class Diagnosis(NamedTuple):
 
 
 def read_plateaus(run: ModelRun) -> PlateauEnds:
-    r"""Apply the rule to a :class:`~nqf.dynamics.ModelRun`: levels and switch-on times from its flow, the
+    r"""Apply the rule to a ``ModelRun``: levels and switch-on times from its flow, the
     measured ends on its two training runs (same levels).
 
     The tolerance of a measured end against the prediction is fixed by the run's settings, never by the
-    measurement: the discretisation $\eta a/2$ (:func:`discretisation_tolerance`), plus one recording interval
+    measurement: the discretisation lag $\approx\eta a/2$ (``discretisation_tolerance``), plus one recording interval
     over the predicted step (the reading's resolution), plus ``run.threshold`` (the relative accuracy to
     which the NQF describes the model's outputs inside the range of validity)."""
     if run.eta is None:
@@ -242,12 +243,13 @@ def read_plateaus(run: ModelRun) -> PlateauEnds:
 
 
 def discretisation_tolerance(run: ModelRun) -> float:
-    r"""How late gradient descent may switch a mode on relative to the flow: $\eta a/2$.
+    r"""How late the optimiser may switch a mode on relative to the flow: ``run.lag``.
 
     In the exponential phase that sets a plateau's length, a mode of the flow grows as $e^{a t}$ and the same
-    mode of gradient descent as $(1 + \eta a)^{	ext{step}}$, so GD needs $\eta a/\ln(1+\eta a) - 1 pprox \eta a/2$
-    more steps; $a$ is the fastest mode's rate (``run.rate``), a bound for the slower ones."""
-    return 0.5 * run.eta * run.rate if run.eta else np.nan
+    mode of gradient descent as $(1 + \eta a)^{\text{step}}$ (momentum: the largest root of its recursion), so GD
+    needs $\eta a/\ln(1+\eta a) - 1 \approx \eta a/2$ more steps (``growth_lag``); $a$ is the
+    fastest mode's rate (``run.rate``), a bound for the slower ones."""
+    return run.lag if run.eta else np.nan
 
 
 def diagnose(
@@ -279,7 +281,7 @@ def diagnose(
             ``flow_points``).
 
     Returns:
-        a :class:`Diagnosis` (``print`` it; ``.plot()``).
+        a :class:`nqf.Diagnosis` (``print`` it; ``.plot()``).
     """
     run = model_run(model, data, optimizer, num_steps, apply=apply, neuron_axes=neuron_axes, **options)
     return Diagnosis(run, read_plateaus(run))

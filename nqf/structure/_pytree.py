@@ -136,7 +136,7 @@ def model_name(apply: Callable | None, params: Any) -> str:
 def require_float64(params: Any, name: str) -> None:
     """Refuse float32 (or lower) parameters with an "enable float64" error naming the model.
 
-    Theorem 1's probes (:func:`check_hypotheses`: permutation residuals, the Taylor ratio at 0) and the flow
+    Theorem 1's probes (:func:`nqf.structure.check_hypotheses`: permutation residuals, the Taylor ratio at 0) and the flow
     measure quantities near 1e-8 and below; in float32 round-off alone makes a smooth, symmetric model look
     kinked or asymmetric. The library never flips JAX's flags, so the fix is the caller's.
     """
@@ -152,7 +152,7 @@ def require_float64(params: Any, name: str) -> None:
 
 
 def _embed_neuron0(w, zero, ax_leaves):
-    """The neuron leaves ``zero`` with neuron 0 set to ``w`` (rows in the packing of :func:`neuron_weights`)."""
+    """The neuron leaves ``zero`` with neuron 0 set to ``w`` (rows in the packing of :func:`nqf.structure.neuron_weights`)."""
     leaves, treedef = jax.tree_util.tree_flatten(zero)
     out, r0 = [], 0
     for leaf, a in zip(leaves, ax_leaves):
@@ -182,7 +182,7 @@ def pytree_structure_stack(
     r"""$A(x_\mu)$ of Theorem 1 at every input of ``xs`` (leading sample axis), for a pytree module.
 
     ``apply(params, x)`` is the module (``None`` for a callable equinox Module: ``params(x)``; a flax model
-    is ``apply = model.apply`` with its parameter dict), ``neuron_axes`` as in :func:`neuron_weights`, whose
+    is ``apply = model.apply`` with its parameter dict), ``neuron_axes`` as in :func:`nqf.structure.neuron_weights`, whose
     packing gives the coordinates. Under ZGZ (Property 1) the per-neuron Hessian blocks at $W = 0$ are all
     $2A(x)$ (Eq. 54), so $A(x) = \tfrac12\partial^2 f_x/\partial w_1^2\,(0)$: one Hessian in the $p$
     parameters of one neuron per sample, all samples in one ``vmap``, one $A^{(o)}$ per output (App. B.2).
