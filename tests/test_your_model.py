@@ -212,8 +212,8 @@ def test_chapter_9_reruns_on_a_readers_model_through_papermill(tmp_path):
     out = tmp_path / "out"
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(tmp_path)}
     cmd = [sys.executable, "-m", "papermill", nb.name, str(tmp_path / "executed.ipynb"), "-p", "fidelity", "quick",
-           "-p", "out_dir", str(out), "-p", "model", "readers_models:make_model", "-p", "width", "8", "-p", "m_samples", "120",
-           "-p", "num_steps", "800"]
+           "-p", "out_dir", str(out), "-p", "model", "readers_models:make_model", "-p", "width", "8",
+           "-p", "m_samples", "120", "-p", "num_steps", "800"]
     proc = subprocess.run(cmd, cwd=nb.parent, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "claims" / "ch09.json").read_text())
