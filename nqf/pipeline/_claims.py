@@ -135,6 +135,75 @@ def _fmt(x: Optional[float]) -> str:
     return f"{x:.6g}"
 
 
+def _given(x: Optional[float]) -> str:
+    """A threshold as it was given: the shortest text that reads back as the same number.
+
+    ``5 + 1e-9`` prints as ``5.000000001``, not ``5`` (12 significant digits at most, so that
+    binary noise such as ``0.30000000000000004`` prints as ``0.3``).
+    """
+    if x is None:
+        return ""
+    if not math.isfinite(x):
+        return _fmt(x)
+    return f"{x:.12g}"
+
+
+def _to_places(x: float, step: float) -> str:
+    """``x`` to the decimal place of ``step`` (2 to 12 significant digits)."""
+    if x == 0 or not math.isfinite(x):
+        return _fmt(x)
+    if not step or not math.isfinite(step):
+        return f"{x:.3g}"
+    n = math.floor(math.log10(abs(x))) - math.floor(math.log10(abs(step))) + 1
+    # "#": trailing zeros kept, so that 2.9996 within 0.02 of 3 reads "3.000", not "3"
+    return f"{x:#.{min(12, max(2, n))}g}".rstrip(".").replace(".e", "e")
+
+
+def _measured_text(c: "Claim") -> str:
+    """The measured value to the precision of its bound, never rounded onto the bound.
+
+    ``close``: to a tenth of the allowed deviation; a bound: to a hundredth of the bound's
+    magnitude, with more digits while the rounded value would read as equal to (or on the wrong
+    side of) the printed bound.
+    """
+    x = c.measured
+    if c.test == "close":
+        step = (c.allowed or 0.0) / 10 or abs(c.predicted or 0.0) * 1e-6
+        return _to_places(x, step)
+    bounds = [b for b in (c.lo, c.hi) if b is not None]
+    scale = max((abs(b) for b in bounds), default=0.0)
+    text = _to_places(x, scale / 100 if scale else 0.0)
+    if x == 0 or not math.isfinite(x):
+        return text
+    for digits in range(2, 13):
+        shown = float(text)
+        if all((shown < b) == (x < b) and (shown > b) == (x > b) for b in bounds):
+            break
+        text = f"{x:.{digits}g}"
+    return text
+
+
+_GREEK_WORDS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "eps": "ε", "zeta": "ζ",
+    "eta": "η", "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ",
+    "Sigma": "Σ", "Lambda": "Λ", "Delta": "Δ",
+}
+_GREEK_RE = re.compile(r"(?<![A-Za-z])(" + "|".join(sorted(_GREEK_WORDS, key=len, reverse=True)) + r")(?![A-Za-z])")
+_SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def readable_name(name: str) -> str:
+    """A claim name as the table shows it: Greek letters and powers in Unicode.
+
+    ``"eta^2 term"`` -> ``"η² term"``, ``"sigma=np.int64(1)"`` -> ``"σ=1"``; the name recorded
+    in the JSON is unchanged.
+    """
+    name = re.sub(r"\bnp\.(?:int|float|uint)\d*\(([^()]*)\)", r"\1", name)
+    name = _GREEK_RE.sub(lambda m: _GREEK_WORDS[m.group(1)], name)
+    name = re.sub(r"\^\(?(-?\d+)\)?", lambda m: m.group(1).translate(_SUPERSCRIPTS), name)
+    return name
+
+
 def _check_kind(name: str, kind: Any) -> str:
     if kind is _MISSING or kind is None:
         raise TypeError(
@@ -195,15 +264,15 @@ class Claim:
         if self.test == "close":
             tols = []
             if self.rtol is not None:
-                tols.append(f"rtol {self.rtol:.3g}")
+                tols.append(f"rtol {_given(self.rtol)}")
             if self.atol is not None:
-                tols.append(f"atol {self.atol:.3g}")
-            return f"≈ {_fmt(self.predicted)} ({', '.join(tols)})"
+                tols.append(f"atol {_given(self.atol)}")
+            return f"≈ {_given(self.predicted)} ({', '.join(tols)})"
         if self.test == "less":
-            return f"< {_fmt(self.hi)}"
+            return f"< {_given(self.hi)}"
         if self.test == "greater":
-            return f"> {_fmt(self.lo)}"
-        return f"in [{_fmt(self.lo)}, {_fmt(self.hi)}]"
+            return f"> {_given(self.lo)}"
+        return f"in [{_given(self.lo)}, {_given(self.hi)}]"
 
     def full_note(self) -> str:
         """The note, with the ``exact_note`` appended when there is one."""
@@ -261,11 +330,13 @@ class ClaimsTable:
 
     @staticmethod
     def _row(c: Claim) -> tuple[str, ...]:
+        # no "result" column: a published chapter has only passing claims (a failure raises);
+        # a failing row says so in its measured cell
+        measured = _measured_text(c)
         return (
-            c.name,
-            _fmt(c.measured),
+            readable_name(c.name),
+            measured if c.passed else f"✗ FAIL {measured}",
             c.target(),
-            "✓ pass" if c.passed else "✗ FAIL",
             c.full_note(),
         )
 
@@ -284,14 +355,15 @@ class ClaimsTable:
     def _rows(self) -> list[tuple[str, ...]]:
         return [self._row(c) for c in self._ordered()]
 
-    _HEAD = ("claim", "measured", "required", "result", "note")
-    _CLASSES = ("claim", "num", "num", "result", "note")
+    _HEAD = ("claim", "measured", "required", "note")
+    _CLASSES = ("claim", "num", "num", "note")
 
     def _html_table(self, kind: str, claims: list[Claim]) -> str:
         esc = html.escape
         n_pass = sum(c.passed for c in claims)
         where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
-        caption = (f"{_GROUP_TITLES[kind]} of {where}: {n_pass} of {len(claims)} pass "
+        caption = (f"{_GROUP_TITLES[kind]} of {where}: "
+                   f"{n_pass} of {len(claims)} pass "
                    f"<span class=\"nqf-claims-help\">({esc(_GROUP_HELP[kind])})</span>")
         head = "".join(f"<th>{h}</th>" for h in self._HEAD)
         body = []
@@ -320,8 +392,8 @@ class ClaimsTable:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        head = ("kind",) + self._HEAD
-        rows = [head] + [(c.kind,) + self._row(c) for c in self._ordered()]
+        head = ("kind",) + self._HEAD + ("result",)
+        rows = [head] + [(c.kind,) + self._row(c) + ("pass" if c.passed else "FAIL",) for c in self._ordered()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         out = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         out.insert(1, "  ".join("-" * w for w in widths))

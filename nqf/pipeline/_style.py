@@ -53,6 +53,37 @@ MEASURED_KW: dict[str, Any] = {
     "zorder": 3,
 }
 
+#: Width of the book's text column in inches at the page's scale (the figure dpi below): a
+#: figure at most this wide is shown at (nearly) its own size, so its 9-pt ticks and legend
+#: render at 9 pt or more. A wider figure is scaled down and its text with it: split its panels.
+COLUMN_WIDTH_IN: float = 7.5
+
+#: Smallest font size of the style (ticks, legends), in points.
+MIN_FONT_PT: float = 9.0
+
+
+def figsize(ncols: int = 1, nrows: int = 1, *, panel_height: float = 3.0) -> tuple[float, float]:
+    """A figure size for ``ncols`` x ``nrows`` panels that fits the column.
+
+    One panel is 6 in wide (the default figure), two or three share :data:`COLUMN_WIDTH_IN`;
+    more than three panels in a row do not fit with readable text (split the figure).
+
+    Args:
+        ncols: panels side by side (1 to 3).
+        nrows: rows of panels.
+        panel_height: height of one row, in inches.
+
+    Returns:
+        ``(width, height)`` in inches, for ``plt.subplots(figsize=...)``.
+    """
+    if not isinstance(ncols, int) or not 1 <= ncols <= 3:
+        raise ValueError(f"`ncols` must be 1, 2 or 3 (more panels do not fit the column); got {ncols!r}")
+    if not isinstance(nrows, int) or nrows < 1:
+        raise ValueError(f"`nrows` must be a positive integer; got {nrows!r}")
+    width = 6.0 if ncols == 1 else COLUMN_WIDTH_IN
+    return (width, panel_height * nrows)
+
+
 #: The rcParams set by :func:`use_style`.
 RC_PARAMS: dict[str, Any] = {
     "figure.figsize": (6.0, 3.8),
