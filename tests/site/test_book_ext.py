@@ -54,3 +54,32 @@ def test_plain_tex_titles():
     assert sf.plain_tex(r"close on \((M, \mu)\)") == "close on (M, μ)"
     assert sf.plain_tex(r"Two meanings of $\epsilon$") == "Two meanings of ε"
     assert sf.plain_tex("no math here") == "no math here"
+
+
+def test_figures_get_caption_alt_text_and_a_full_size_link():
+    page = ('<h2>Plateaus of \\(\\mu\\)<a class="headerlink" href="#p">#</a></h2>'
+            '<figure id="fig-a"><img alt="../_images/abc.png" src="../_images/abc.png" />'
+            '<figcaption><p><span class="caption-number">Fig. 5.1 </span><span class="caption-text">'
+            'Paper Fig. 3 at \\(\\eta = 0.1\\).</span></p></figcaption></figure>'
+            '<div class="output text_png"><img alt="../_images/0123456789abcdef01.png" '
+            'src="../_images/0123456789abcdef01.png" /></div>')
+    out = sf.figure_html(page)
+    assert 'alt="Fig. 5.1 Paper Fig. 3 at η = 0.1."' in out  # the caption, TeX as plain text
+    assert 'alt="Plot shown by a code cell of the section “Plateaus of μ”"' in out
+    assert out.count('class="reference internal nqf-full-size" href="../_images/') == 2
+    assert sf.figure_html(out) == out  # idempotent (incremental builds)
+
+
+def test_theme_follows_the_readers_system():
+    ctx = {"title": "x"}
+    sf._page_context(None, "p", "page.html", ctx, None)
+    assert ctx["default_mode"] == "auto"
+
+
+def test_short_signatures():
+    import short_signatures as ss
+
+    sig = ("(W: Float[jaxlib._jax.Array, 'p d'] | Float[ndarray, 'p d'], n: Int[Array, 'n'], "
+           "act=<function tanh at 0x7f3a2c>) -> Float[jaxlib._jax.Array, 'p p']")
+    assert ss.shorten(sig) == "(W: Array['p d'], n: IntArray['n'], act=tanh) -> Array['p p']"
+    assert ss.shorten(None) is None
