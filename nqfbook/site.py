@@ -135,11 +135,80 @@ def housekeeping(root: Path, *, log=print) -> None:
         log(f"{PROG}: removed the stale temporary {d.relative_to(root)}")
 
 
+#: The repository address ``_config.yml`` names until the book is published. While it is this,
+#: the site is built without launch, repository, issue and edit links (:func:`published_config`).
+PLACEHOLDER_REPOSITORY = "https://github.com/nqf-book/nqf"
+
+_UNPUBLISHED_INSTALL_CELL = """\
+# Colab only: this cell would install nqf from the book's repository, but the book is not
+# published yet (its repository address is a placeholder). Run this notebook from a clone of
+# the repository instead: `make lab` (README).
+import sys
+
+if "google.colab" in sys.modules:
+    raise RuntimeError("The nqf book is not published yet: run this notebook from a clone of its "
+                       "repository (make lab), not on Colab.")
+"""
+
+
+def is_placeholder(url: object) -> bool:
+    """Whether a ``repository.url`` is the placeholder (or empty): no link may point at it."""
+    return str(url or "").rstrip("/").removesuffix(".git") in ("", PLACEHOLDER_REPOSITORY)
+
+
+def published_config(cfg: dict) -> dict:
+    """The Jupyter Book configuration to build with: ``cfg`` unchanged unless the repository is the placeholder.
+
+    With the placeholder address, the configuration blanks the repository, switches off the
+    repository, issue and edit buttons and the Binder and Colab launch buttons (the download
+    button stays: it serves a file of the site), and blanks the sentences about launch buttons
+    (``parse.myst_substitutions``).
+    """
+    import copy
+
+    if not is_placeholder((cfg.get("repository") or {}).get("url")):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    # an empty address, not none: Jupyter Book's default would name its own repository
+    cfg["repository"] = {**(cfg.get("repository") or {}), "url": ""}
+    html = cfg.setdefault("html", {})
+    for key in ("use_repository_button", "use_issues_button", "use_edit_page_button"):
+        html[key] = False
+    launch = cfg.setdefault("launch_buttons", {})
+    for key in ("binderhub_url", "colab_url", "jupyterhub_url", "thebe"):
+        launch.pop(key, None)
+    subs = cfg.setdefault("parse", {}).setdefault("myst_substitutions", {})
+    subs["launch_buttons"] = " (buttons to open it on Binder or Colab appear once the book is published)"
+    subs["launch_where"] = ""
+    return cfg
+
+
+def unpublished_notebook(content: bytes) -> bytes:
+    """An executed chapter whose Colab install cell says the book is not published (placeholder address)."""
+    import json
+
+    nb = json.loads(content)
+    for cell in nb.get("cells", []):
+        src = "".join(cell.get("source", []))
+        if cell.get("cell_type") == "code" and "google.colab" in src and PLACEHOLDER_REPOSITORY in src:
+            cell["source"] = _UNPUBLISHED_INSTALL_CELL.splitlines(keepends=True)
+    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def _stage(root: Path, lay: Layout, chapters: list[Path], executed: dict[str, bytes]) -> Path:
+    import yaml
+
     stage = lay.stage
     rm(stage)
     stage.mkdir(parents=True)
-    shutil.copy2(root / "_config.yml", stage / "_config.yml")
+    cfg = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    published = published_config(cfg)
+    unpublished = published is not cfg
+    if unpublished:
+        (stage / "_config.yml").write_text(yaml.safe_dump(published, sort_keys=False, allow_unicode=True),
+                                           encoding="utf-8")
+    else:
+        shutil.copy2(root / "_config.yml", stage / "_config.yml")
     shutil.copytree(root / "book", stage / "book",
                     ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__"))
     nb_dir = stage / "notebooks"
@@ -148,7 +217,8 @@ def _stage(root: Path, lay: Layout, chapters: list[Path], executed: dict[str, by
     shutil.copytree(root / "notebooks", nb_dir,
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__"))
     for nb in chapters:
-        (nb_dir / f"{nb.stem}.ipynb").write_bytes(executed[nb.stem])
+        content = executed[nb.stem]
+        (nb_dir / f"{nb.stem}.ipynb").write_bytes(unpublished_notebook(content) if unpublished else content)
     gen = stage / "book" / "_generated"
     gen.mkdir(exist_ok=True)
     (gen / "timings.md").write_text(timings_markdown(root, lay.fidelity), encoding="utf-8")

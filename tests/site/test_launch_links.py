@@ -52,8 +52,31 @@ def test_chapter_opens_with_colab_only_install_of_the_configured_repository(path
     exec(code, {"__name__": "__not_colab__"})
 
 
-def test_built_launch_and_download_links(tmp_path):
-    """Build a one-chapter book with the real _config.yml and check its links (about 20 s)."""
+def test_placeholder_config_publishes_no_launch_repository_edit_or_issue_link():
+    from nqfbook.site import PLACEHOLDER_REPOSITORY, published_config, unpublished_notebook
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    real = {**cfg, "repository": {**cfg["repository"], "url": "https://github.com/someone/nqf"}}
+    assert published_config(real) is real  # a real address: the configuration as written
+    placeholder = {**cfg, "repository": {**cfg["repository"], "url": PLACEHOLDER_REPOSITORY}}
+    out = published_config(placeholder)
+    assert out["repository"]["url"] == ""
+    assert not any(out["html"][k] for k in ("use_repository_button", "use_issues_button", "use_edit_page_button"))
+    assert not out["launch_buttons"].get("binderhub_url") and not out["launch_buttons"].get("colab_url")
+    assert "once the book is published" in out["parse"]["myst_substitutions"]["launch_buttons"]
+    assert placeholder["html"]["use_repository_button"] is cfg["html"]["use_repository_button"]  # not mutated
+    nb = json.loads(CHAPTERS[0].read_text(encoding="utf-8"))
+    if PLACEHOLDER_REPOSITORY in _install_cell(nb):
+        fixed = json.loads(unpublished_notebook(CHAPTERS[0].read_bytes()))
+        src = "".join(fixed["cells"][0]["source"])
+        assert PLACEHOLDER_REPOSITORY not in src and "not published yet" in src
+        exec(compile(src, "install", "exec"), {"__name__": "__not_colab__"})  # inert outside Colab
+        assert fixed["cells"][1:] == nb["cells"][1:]
+
+
+def _build_one_chapter(tmp_path, url: str):
+    from nqfbook.site import published_config
+
     stage = tmp_path / "stage"
     (stage / "book").mkdir(parents=True)
     (stage / "notebooks").mkdir()
@@ -69,6 +92,8 @@ def test_built_launch_and_download_links(tmp_path):
            "parts": [{"caption": "Chapters", "chapters": [{"file": f"notebooks/{stem}"}]}]}
     (stage / "book" / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
     cfg = yaml.safe_load((stage / "_config.yml").read_text(encoding="utf-8"))
+    cfg["repository"]["url"] = url
+    cfg = published_config(cfg)  # what the runner's staging builds with
     cfg["sphinx"]["config"]["nitpicky"] = False  # no API page here
     cfg["sphinx"].pop("local_extensions", None)
     cfg["sphinx"]["config"]["bibtex_default_style"] = "plain"  # its label style lives in book/_ext
@@ -81,6 +106,22 @@ def test_built_launch_and_download_links(tmp_path):
         capture_output=True, text=True, cwd=stage, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    site = out / "_build" / "html"
+    return out / "_build" / "html", stem
+
+
+def test_built_links_with_the_configured_address(tmp_path):
+    """Build a one-chapter book with the real _config.yml and check its links (about 20 s)."""
+    url, branch = check_site.repository_url()
+    site, stem = _build_one_chapter(tmp_path, url)
     problems = [p for p in check_site.check_launch_links(site) if stem in p]
+    problems += check_site.check_no_placeholder_links(site)
     assert not problems, "\n".join(problems)
+
+
+def test_built_launch_links_once_published(tmp_path):
+    """With a real address, Binder and Colab links name the chapter's notebook there (about 20 s)."""
+    url = "https://github.com/someone/nqf"
+    site, stem = _build_one_chapter(tmp_path, url)
+    problems = [p for p in check_site.check_launch_links(site, url=url) if stem in p]
+    assert not problems, "\n".join(problems)
+    assert not check_site.check_no_placeholder_links(site, url=url)
