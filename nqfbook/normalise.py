@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-NORMALISATION_VERSION = 2
+NORMALISATION_VERSION = 3
 _VOLATILE_NB_KEYS = ("start_time", "end_time", "duration", "input_path", "output_path",
                      "environment_variables", "exception")
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -23,11 +23,15 @@ def _drop_stderr(nb) -> None:
 
 
 def hide_injected_parameters(nb) -> None:
-    """Collapse papermill's injected-parameters cell on the published page."""
+    """Leave papermill's injected-parameters cell off the published page.
+
+    It repeats the chapter's ``parameters`` cell (shown collapsed, tagged ``hide-input``) with the
+    values of this run, machine-relative output paths included; the downloaded notebook keeps it.
+    """
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
-        if "injected-parameters" in tags and "hide-cell" not in tags:
-            cell.metadata["tags"] = [*tags, "hide-cell"]
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [t for t in tags if t != "hide-cell"] + ["remove-cell"]
 
 
 def normalise_executed(nb, source_ids: Optional[set] = None) -> None:
