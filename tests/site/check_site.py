@@ -12,7 +12,10 @@ What it does:
    downloadable notebooks carry no stderr output; every internal link (``href``,
    ``src``) of every page resolves to a file of the site and, with a fragment,
    to an element id of that page; launch links (Binder, Colab) and download links
-   point at the repository named in ``_config.yml`` and at files that exist in it.
+   point at the repository named in ``_config.yml`` and at files that exist in it;
+   while that address is the placeholder, no page links to it and there is no launch,
+   edit or issue link at all, and no download installs from it; no chapter shows a
+   stray output (a bare ``text/plain`` value a cell ends with).
 2. A headless Chromium (Debian's ``chromium``), driven over the DevTools protocol,
    loads every page of the table of contents plus the search, index and source
    pages from a server on 127.0.0.1. Every request to another host is refused
@@ -20,7 +23,14 @@ What it does:
    On each page: no console error, no uncaught exception, no failed request, every
    image loaded, MathJax finished typesetting and no raw TeX (``\\frac``, ``$``,
    ``\\(``) is left in a visible text node or in the tab title. A screenshot of each
-   page is written to ``{out}/screens/``.
+   page is written to ``{out}/screens/``. Every figure has alt text and links its
+   full-size image; figure text that renders below the style's smallest size (9 pt) is
+   listed (``--strict-figures`` makes it a failure).
+3. The same pages on a 390-px phone: no element of the article wider than the screen
+   unless a scroll box holds it (``{page}--phone.png``).
+4. The same pages with the system preferring dark: the theme follows it and the claims
+   tables' text has a contrast of at least 4.5:1 (``{page}--dark.png``, scrolled to the
+   first claims table).
 
 Exit status 0 when every check passes, 1 otherwise (each problem is printed with
 its page). ``tests/site/`` holds no pytest tests that run by default: the browser
@@ -86,10 +96,48 @@ def repository_url() -> tuple[str, str]:
     return str(repo.get("url", "")).rstrip("/"), str(repo.get("branch", "main"))
 
 
-def check_launch_links(site: Path) -> list[str]:
-    """Binder, Colab and download links of every chapter page point at files of the repository."""
+def _placeholder() -> str:
+    sys.path.insert(0, str(ROOT))
+    from nqfbook.site import PLACEHOLDER_REPOSITORY
+
+    return PLACEHOLDER_REPOSITORY
+
+
+def check_no_placeholder_links(site: Path, placeholder: str | None = None, url: str | None = None) -> list[str]:
+    """No page links to the placeholder repository, and no download installs from it.
+
+    While ``_config.yml`` names the placeholder, the build publishes no launch (Binder, Colab),
+    repository, issue or edit link at all (nqfbook/site.py, ``published_config``).
+    """
+    placeholder = (placeholder or _placeholder()).removeprefix("https://")
+    url = (url or repository_url()[0]).rstrip("/")
+    unpublished = url.removeprefix("https://") == placeholder
     problems: list[str] = []
-    url, branch = repository_url()
+    for page in sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts):
+        rel = page.relative_to(site).as_posix()
+        for attr, link in _parse(page).links:
+            if placeholder in link:
+                problems.append(f"{rel}: {attr}={link!r} points at the placeholder repository")
+            elif unpublished and re.search(r"mybinder\.org|colab\.research\.google\.com|/edit/|/issues", link):
+                problems.append(f"{rel}: {attr}={link!r}: a launch/edit/issue link while the repository "
+                                "is the placeholder")
+    for nb in sorted(site.rglob("*.ipynb")):
+        if f"git+https://{placeholder}" in nb.read_text(encoding="utf-8", errors="replace"):
+            problems.append(f"{nb.relative_to(site).as_posix()}: the download installs nqf from the placeholder "
+                            "repository (its install cell should say the book is not published)")
+    return problems
+
+
+def check_launch_links(site: Path, url: str | None = None, branch: str | None = None) -> list[str]:
+    """Binder, Colab and download links of every chapter page point at files of the repository.
+
+    With the placeholder address there must be no launch link at all
+    (:func:`check_no_placeholder_links`); the download links are checked either way.
+    """
+    problems: list[str] = []
+    cfg_url, cfg_branch = repository_url()
+    url, branch = (url or cfg_url), (branch or cfg_branch)
+    unpublished = url.rstrip("/") == _placeholder()
     m = re.match(r"https://github\.com/([^/]+)/([^/]+)$", url)
     if not m:
         return [f"_config.yml: repository.url {url!r} is not https://github.com/OWNER/REPO"]
@@ -104,7 +152,7 @@ def check_launch_links(site: Path) -> list[str]:
             "Binder": f"https://mybinder.org/v2/gh/{owner}/{repo}/{branch}?urlpath=lab/tree/notebooks/{stem}.ipynb",
             "Colab": f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/notebooks/{stem}.ipynb",
         }
-        for what, link in want.items():
+        for what, link in ({} if unpublished else want).items():
             if link not in hrefs:
                 near = [h for h in hrefs if what.lower() in h.lower()]
                 problems.append(f"{page.name}: no {what} link {link} (found {near or 'none'})")
@@ -117,6 +165,36 @@ def check_launch_links(site: Path) -> list[str]:
             target = (page.parent / h).resolve()
             if not target.is_file():
                 problems.append(f"{page.name}: download link {h} names no file of the site")
+    return problems
+
+
+def _shown(cell: dict) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return not ({"remove-cell", "remove-output"} & set(tags))
+
+
+def check_stray_outputs(site: Path) -> list[str]:
+    """No stray output on a chapter page: a bare value a cell happens to end with.
+
+    An ``execute_result`` whose only representation is ``text/plain`` (``{'mlp': '3.7e-16'}``,
+    ``163``) in a cell whose output is published is a stray repr; tables, figures and Markdown
+    have richer representations, prints are ``stream`` outputs.
+    """
+    problems: list[str] = []
+    for nb_path in sorted((site / "_sources" / "notebooks").glob("ch*.ipynb")):
+        try:
+            nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # reported by check_static
+        for i, cell in enumerate(nb.get("cells", [])):
+            if cell.get("cell_type") != "code" or not _shown(cell):
+                continue
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                if out.get("output_type") == "execute_result" and set(data) == {"text/plain"}:
+                    text = "".join(data["text/plain"])
+                    problems.append(f"notebooks/{nb_path.stem}.html: stray output of code cell {i}: "
+                                    f"{text[:80]!r} (tag the cell remove-output, or end it with a statement)")
     return problems
 
 
@@ -148,6 +226,7 @@ def check_static(site: Path) -> list[str]:
             )
             if n_err:
                 problems.append(f"{rel}: download carries {n_err} stderr output(s)")
+    problems += check_stray_outputs(site)
     # internal links
     pages = sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
     for page in pages:
@@ -173,7 +252,7 @@ def check_static(site: Path) -> list[str]:
                 frag = urllib.parse.unquote(u.fragment)
                 if frag not in _parse(target).ids:
                     problems.append(f"{rel}: link {link!r}: no id {frag!r} in {target.name}")
-    return problems + check_launch_links(site)
+    return problems + check_launch_links(site) + check_no_placeholder_links(site)
 
 
 # ------------------------------------------------------------------- the browser
@@ -344,6 +423,78 @@ _PAGE_JS = r"""
 """
 
 
+# Phone (390 px): elements of the article wider than the screen that no scroll box holds,
+# and whether the page itself scrolls sideways.
+_PHONE_JS = r"""
+(() => {
+  const W = document.documentElement.clientWidth;
+  const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const wide = [];
+  const held = el => {
+    for (let a = el.parentElement; a && a !== root.parentElement; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if ((ox === 'auto' || ox === 'scroll' || ox === 'hidden' || ox === 'clip') &&
+          a.getBoundingClientRect().right <= W + 1) return true;
+    }
+    return false;
+  };
+  for (const el of root.querySelectorAll('*')) {
+    if (el.closest('mjx-assistive-mml')) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0 || getComputedStyle(el).visibility === 'hidden') continue;
+    if (r.right > W + 1 && !held(el)) {
+      const cls = (el.className && el.className.baseVal === undefined) ? el.className : '';
+      wide.push(`${el.tagName.toLowerCase()}${cls ? '.' + String(cls).trim().split(/\s+/).join('.') : ''} `
+                + `${Math.round(r.right - r.left)} px: ${(el.textContent || '').trim().slice(0, 50)}`);
+      if (wide.length >= 6) break;
+    }
+  }
+  return {W, scrollWidth: document.documentElement.scrollWidth, wide};
+})()
+"""
+
+# Dark mode: the theme follows the system, and the claims tables' text has contrast >= 4.5.
+_DARK_JS = r"""
+(() => {
+  const rgba = s => { const m = s.match(/[\d.]+/g) || [0, 0, 0, 0]; return [+m[0], +m[1], +m[2], m.length > 3 ? +m[3] : 1]; };
+  const over = (top, below) => { const a = top[3]; return [0, 1, 2].map(i => top[i] * a + below[i] * (1 - a)).concat([1]); };
+  const background = el => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let c = [255, 255, 255, 1];
+    for (const l of layers.reverse()) c = over(l, c);
+    return c;
+  };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+                     return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  let min = null; const bad = [];
+  for (const el of document.querySelectorAll('table.nqf-claims caption, table.nqf-claims th, table.nqf-claims td')) {
+    if (!el.textContent.trim()) continue;
+    const bg = background(el), fg = over(rgba(getComputedStyle(el).color), bg);
+    const r = ratio(fg, bg);
+    if (min === null || r < min) min = r;
+    if (r < 4.5 && bad.length < 4) bad.push(`${el.tagName.toLowerCase()} "${el.textContent.trim().slice(0, 30)}" ${r.toFixed(2)}:1`);
+  }
+  return {theme: document.documentElement.dataset.theme, tables: document.querySelectorAll('table.nqf-claims').length,
+          min, bad};
+})()
+"""
+
+# Desktop: the size at which figure text renders (the style's smallest font, at the inline dpi,
+# scaled by how much the page shrinks the image).
+_FIGURE_JS = r"""
+((pt, dpi) => Array.from(document.querySelectorAll('article img')).filter(i => i.naturalWidth > 200 &&
+   (i.closest('figure') || i.closest('.cell_output'))).map(i => ({
+     src: i.getAttribute('src'), alt: i.getAttribute('alt') || '', inches: i.naturalWidth / dpi,
+     linked: !!i.closest('a.nqf-full-size'),
+     renderedPt: pt * dpi / 96 * (i.clientWidth / i.naturalWidth)})))
+"""
+
+
 def find_chromium() -> str:
     if os.environ.get("CHROMIUM"):
         return os.environ["CHROMIUM"]
@@ -363,43 +514,85 @@ def pages_to_visit(site: Path) -> list[str]:
     return [p for p in dict.fromkeys([*docs, *extra]) if (site / p).is_file()]
 
 
-def check_browser(site: Path, out: Path, *, full_page: bool = False) -> list[str]:
+#: Screen widths of the three passes: desktop and dark mode at 1400 px, a phone at 390 px.
+DESKTOP, PHONE = 1400, 390
+
+
+def _figure_style() -> tuple[float, float]:
+    """(smallest font in pt, inline dpi) of the book's figure style (nqf/pipeline/_style.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_nqf_style", ROOT / "nqf" / "pipeline" / "_style.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return float(getattr(mod, "MIN_FONT_PT", 9.0)), float(mod.RC_PARAMS["figure.dpi"])
+
+
+def _load(browser: "Browser", base: str, page: str, problems: list[str], label: str = "") -> dict | None:
+    """Load one page, collect its console errors, failed requests and what _PAGE_JS reports."""
+    where = f"{page}{label}"
+    browser.events.clear()
+    browser.blocked.clear()
+    browser.call("Page.navigate", url=base + page)
+    if not browser.wait_event("Page.loadEventFired", 60):
+        problems.append(f"{where}: did not finish loading in 60 s")
+        return None
+    info = browser.evaluate(_PAGE_JS, timeout=45)
+    browser.pump(0.3)  # late console messages
+    errs = []
+    for e in browser.events:
+        m, p = e["method"], e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            errs.append(f"console.{p['type']}: {text[:200]}")
+        elif m == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            errs.append(f"uncaught: {d.get('text', '')} {d.get('exception', {}).get('description', '')[:200]}")
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            ent = p["entry"]
+            errs.append(f"console: {ent.get('text', '')[:200]} {ent.get('url', '')}")
+        elif m == "Network.responseReceived" and p.get("response", {}).get("status", 200) >= 400:
+            errs.append(f"HTTP {p['response']['status']}: {p['response']['url']}")
+    errs += [f"tried to reach the network: {u}" for u in browser.blocked]
+    for err in dict.fromkeys(errs):
+        problems.append(f"{where}: {err}")
+    return info
+
+
+def _shot(browser: "Browser", path: Path, width: int, height: int | None = None) -> None:
+    args = {"format": "png"}
+    if height:
+        args.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
+    path.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", **args)["data"]))
+
+
+def check_browser(site: Path, out: Path, *, full_page: bool = False, strict_figures: bool = False) -> list[str]:
+    """Three passes over the site: desktop (1400 px), phone (390 px), dark mode (1400 px).
+
+    Desktop: console, requests, images, MathJax, raw TeX, figure alt text and full-size links,
+    and the rendered size of figure text (below 9 pt is reported; a failure with
+    ``strict_figures``). Phone: no element of the article wider than the screen unless a scroll
+    box holds it. Dark (the system prefers dark): the page is dark and the claims tables' text
+    has a contrast of at least 4.5:1. Screenshots: ``{page}.png``, ``{page}--phone.png``,
+    ``{page}--dark.png`` (scrolled to the first claims table) in ``{out}/screens``.
+    """
     problems: list[str] = []
     shots = out / "screens"
     if shots.exists():
         shutil.rmtree(shots)
     shots.mkdir(parents=True)
     server, base = serve(site)
-    browser = Browser(find_chromium())
-    report = {}
+    browser = Browser(find_chromium(), width=DESKTOP)
+    min_pt, dpi = _figure_style()
+    report: dict = {"pages": {}, "figures": {}, "phone": {}, "dark": {}}
+    small_text: list[str] = []
+    pages = pages_to_visit(site)
     try:
-        for page in pages_to_visit(site):
+        for page in pages:
             t0 = time.time()
-            browser.events.clear()
-            browser.blocked.clear()
-            browser.call("Page.navigate", url=base + page)
-            if not browser.wait_event("Page.loadEventFired", 60):
-                problems.append(f"{page}: did not finish loading in 60 s")
+            info = _load(browser, base, page, problems)
+            if info is None:
                 continue
-            info = browser.evaluate(_PAGE_JS, timeout=45)
-            browser.pump(0.3)  # late console messages
-            errs = []
-            for e in browser.events:
-                m, p = e["method"], e.get("params", {})
-                if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                    text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
-                    errs.append(f"console.{p['type']}: {text[:200]}")
-                elif m == "Runtime.exceptionThrown":
-                    d = p.get("exceptionDetails", {})
-                    errs.append(f"uncaught: {d.get('text', '')} {d.get('exception', {}).get('description', '')[:200]}")
-                elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-                    ent = p["entry"]
-                    errs.append(f"console: {ent.get('text', '')[:200]} {ent.get('url', '')}")
-                elif m == "Network.responseReceived" and p.get("response", {}).get("status", 200) >= 400:
-                    errs.append(f"HTTP {p['response']['status']}: {p['response']['url']}")
-            errs += [f"tried to reach the network: {u}" for u in browser.blocked]
-            for err in dict.fromkeys(errs):
-                problems.append(f"{page}: {err}")
             for src in info["badImgs"]:
                 problems.append(f"{page}: image did not load: {src}")
             if info["mathjax"] == "error":
@@ -408,21 +601,66 @@ def check_browser(site: Path, out: Path, *, full_page: bool = False) -> list[str
                 problems.append(f"{page}: raw TeX in the text: …{snippet}…")
             if info["titleRaw"]:
                 problems.append(f"{page}: raw TeX in the tab title: {info['title']!r}")
-            name = page.replace("/", "__").removesuffix(".html") + ".png"
-            shot_args = {"format": "png"}
-            if full_page:
-                h = min(int(info["height"]), 16000)
-                shot_args.update(captureBeyondViewport=True,
-                                 clip={"x": 0, "y": 0, "width": 1280, "height": h, "scale": 1})
-            data = browser.call("Page.captureScreenshot", **shot_args)["data"]
-            (shots / name).write_bytes(base64.b64decode(data))
-            report[page] = {"seconds": round(time.time() - t0, 2), "mathjax": info["mathjax"],
-                            "images": len(info["links"]), "title": info["title"]}
+            figs = browser.evaluate(f"({_FIGURE_JS.strip()})({min_pt}, {dpi})") or []
+            for f in figs:
+                base_name = f["src"].rsplit("/", 1)[-1]
+                if not f["alt"] or f["alt"] == base_name or re.fullmatch(r"[0-9a-f]{16,}\.\w+", f["alt"]):
+                    problems.append(f"{page}: figure {base_name} has no alt text (alt={f['alt']!r})")
+                if not f["linked"] and page.startswith("notebooks/"):
+                    problems.append(f"{page}: figure {base_name} does not link its full-size image")
+                if f["renderedPt"] < min_pt - 0.05:
+                    small_text.append(f"{page}: {base_name} ({f['inches']:.1f} in wide): "
+                                      f"{min_pt:g}-pt text renders at {f['renderedPt']:.1f} pt")
+            report["figures"][page] = figs
+            name = page.replace("/", "__").removesuffix(".html")
+            _shot(browser, shots / f"{name}.png", DESKTOP, min(int(info["height"]), 16000) if full_page else None)
+            report["pages"][page] = {"seconds": round(time.time() - t0, 2), "mathjax": info["mathjax"],
+                                     "title": info["title"]}
             print(f"  {page}: {info['mathjax']}, {time.time() - t0:.1f} s", flush=True)
+
+        # the phone
+        browser.call("Emulation.setDeviceMetricsOverride", width=PHONE, height=844, deviceScaleFactor=1, mobile=True)
+        for page in pages:
+            if _load(browser, base, page, problems, " (390 px)") is None:
+                continue
+            lay = browser.evaluate(_PHONE_JS)
+            report["phone"][page] = lay
+            if lay["scrollWidth"] > lay["W"] + 1:
+                problems.append(f"{page} (390 px): the page scrolls sideways ({lay['scrollWidth']} px wide)")
+            for w in lay["wide"]:
+                problems.append(f"{page} (390 px): wider than the screen: {w}")
+            _shot(browser, shots / f"{page.replace('/', '__').removesuffix('.html')}--phone.png", PHONE)
+        print(f"  phone ({PHONE} px): {len(report['phone'])} pages", flush=True)
+
+        # dark mode, as the reader's system prefers it
+        browser.call("Emulation.setDeviceMetricsOverride", width=DESKTOP, height=900, deviceScaleFactor=1, mobile=False)
+        browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}])
+        for page in pages:
+            if _load(browser, base, page, problems, " (dark)") is None:
+                continue
+            dark = browser.evaluate(_DARK_JS)
+            report["dark"][page] = dark
+            if dark["theme"] != "dark":
+                problems.append(f"{page} (dark): the system prefers dark, the page is {dark['theme']!r}")
+            for b in dark["bad"]:
+                problems.append(f"{page} (dark): claims table text below 4.5:1 contrast: {b}")
+            if dark["tables"]:
+                browser.evaluate("document.querySelector('table.nqf-claims').scrollIntoView()")
+                browser.pump(0.3)
+            _shot(browser, shots / f"{page.replace('/', '__').removesuffix('.html')}--dark.png", DESKTOP)
+        print(f"  dark mode: {len(report['dark'])} pages", flush=True)
     finally:
         browser.close()
         server.shutdown()
-    (out / "report.json").write_text(json.dumps({"pages": report, "problems": problems}, indent=1))
+    if small_text:
+        print(f"check_site: figure text below {min_pt:g} pt as rendered at {DESKTOP} px "
+              f"({len(small_text)} figure(s) wider than the column):", flush=True)
+        for line in small_text:
+            print(f"  ~ {line}", flush=True)
+        if strict_figures:
+            problems += small_text
+    report["small_figure_text"] = small_text
+    (out / "report.json").write_text(json.dumps({**report, "problems": problems}, indent=1))
     return problems
 
 
@@ -432,6 +670,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "_build" / "site-check"))
     ap.add_argument("--full-page", action="store_true", help="screenshots of whole pages, not the first screen")
     ap.add_argument("--no-browser", action="store_true", help="static checks only")
+    ap.add_argument("--strict-figures", action="store_true",
+                    help="fail (not only report) when figure text renders below the style's smallest size")
     args = ap.parse_args(argv)
     site, out = Path(args.site).resolve(), Path(args.out).resolve()
     if not (site / "index.html").is_file():
@@ -443,7 +683,7 @@ def main(argv=None) -> int:
     problems = check_static(site)
     if not args.no_browser:
         print("check_site: headless chromium, network off", flush=True)
-        problems += check_browser(site, out, full_page=args.full_page)
+        problems += check_browser(site, out, full_page=args.full_page, strict_figures=args.strict_figures)
     n_pages = len(pages_to_visit(site))
     if problems:
         print(f"\ncheck_site: {len(problems)} problem(s):", file=sys.stderr)
