@@ -31,6 +31,7 @@ from ._discrete import sgd_state as sgd_state
 from ._compare import Comparison as Comparison
 from ._compare import compare_with_nqf as compare_with_nqf
 from ._report import model_run as model_run
+from ._report import ModelRun as ModelRun
 from ._flow import ODESolution as ODESolution
 from ._flow import integrate as integrate
 from ._flow import flow_statistics as flow_statistics

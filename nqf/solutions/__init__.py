@@ -9,6 +9,7 @@ from ._lotka_volterra import LotkaVolterra as LotkaVolterra
 from ._plateaus import diagnose as diagnose
 from ._plateaus import Diagnosis as Diagnosis
 from ._plateaus import halfway_crossing as halfway_crossing
+from ._plateaus import PlateauEnds as PlateauEnds
 from ._lotka_volterra import commuting_eigenbasis as commuting_eigenbasis
 from ._lotka_volterra import lv_coefficients as lv_coefficients
 from ._lotka_volterra import features as features
