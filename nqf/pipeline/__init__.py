@@ -5,7 +5,7 @@ not here: it is the book's tool, the top-level package ``nqfbook``.
 
 from ._claims import ClaimError as ClaimError
 from ._claims import Claim as Claim
-from ._claims import ClaimsTable as ClaimsTable
+from ._claims_table import ClaimsTable as ClaimsTable
 from ._claims import Claims as Claims
 from ._chapter import start_chapter as start_chapter
 from ._chapter import by_fidelity as by_fidelity
@@ -20,7 +20,7 @@ from ._style import PALETTE as PALETTE
 from ._style import THEORY_KW as THEORY_KW
 from ._style import MEASURED_KW as MEASURED_KW
 from ._style import RC_PARAMS as RC_PARAMS
-from ._claims import ClaimsSummary as ClaimsSummary
+from ._claims_table import ClaimsSummary as ClaimsSummary
 from ._powerlaw import PowerLawFit as PowerLawFit
 from ._powerlaw import power_law_fit as power_law_fit
 from ._powerlaw import switch_on_window as switch_on_window
