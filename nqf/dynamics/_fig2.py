@@ -35,7 +35,7 @@ class Fig2Run(NamedTuple):
     def learning_phase_gap(self, t_end: Any) -> np.ndarray:
         r"""Largest gap $\max_{t\le t_\text{end},\,k}|\hat s_k^\text{module}(t) - \hat s_k^\text{NQF}(t)|$
         over the recorded steps up to ``t_end`` (a number of steps, e.g. the step at which the slowest
-        mode of a reference run is half learned); shape of :attr:`gap`. Non-finite values count as
+        mode of a reference run is half learned); the shape of ``gap``. Non-finite values count as
         parted (``inf``)."""
         sel = self.steps <= float(t_end)
         d = np.abs(self.module[..., sel, :] - self.nqf[..., sel, :])

@@ -15,7 +15,7 @@ Example::
     band = seed_spread(half_times, axis=0)     # 2 std over seeds (a measured spread, not the gap)
     record_verdict(claims, "MLP, GD: switch-on steps agree", gap, TOL + band, paper_side="below")
 
-:func:`record_verdict` records a ``kind="paper"`` claim when the measurement lies on the side of the
+:func:`nqf.pipeline.record_verdict` records a ``kind="paper"`` claim when the measurement lies on the side of the
 threshold the paper predicts and a ``kind="finding"`` claim, with the *same* threshold and the
 opposite inequality, when it does not: the rule and its threshold never change with the value; the
 claims table and the page say which panels the rule rejects.
