@@ -50,7 +50,6 @@ from ._trainer import train as train
 from ._trainer import Training as Training
 from ._agreement import first_exceedance as first_exceedance
 from ._agreement import relative_gap as relative_gap
-from ..structure._matrix_free import nqf_output as nqf_output  # TODO(0.3): notebooks move to nqf.structure
 from ._fourier import fourier_gd as fourier_gd
 from ._fourier import fourier_nqf_gd as fourier_nqf_gd
 from ._fourier import raw_mlp_gd as raw_mlp_gd

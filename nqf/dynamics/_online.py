@@ -7,7 +7,7 @@ own teacher and its own data, vmapped over seeds in one compiled ``lax.scan``:
 * :func:`online_teacher_student` (Fig. 6): online SGD, a fresh minibatch of Gaussian inputs at every
   step, labelled by a teacher of the same architecture; the module and its NQF
   ($f_x(0) + \mathrm{Tr}[WW^\top A(x)]$, Eq. 2, evaluated matrix-free by
-  :func:`nqf.dynamics.nqf_output`) start from the same $W(0)$ and see the same minibatches.
+  :func:`nqf.structure.nqf_output`) start from the same $W(0)$ and see the same minibatches.
 * :func:`train_side_by_side` (Fig. 8): several models (e.g. a deep module, its 2-layer NQF and a
   1-layer NQF) trained full batch with one optax optimiser, each from its own initial parameters,
   recording training and test loss.
@@ -106,7 +106,7 @@ def online_teacher_student(
     and key ``keys[s]``, from which it draws a probe set of ``n_probe`` inputs (``module.sample_input``)
     and, at every step, a minibatch of ``batch`` inputs; targets are ``teacher.apply(teacher_W[s], x)``.
     Both students take ``steps`` steps $W \leftarrow W - \eta\nabla_W\frac1b\sum_x(f(x) - y)^2$; the NQF is
-    :func:`nqf.dynamics.nqf_output` (Eq. 2). Compiled once per (module, teacher, sizes).
+    :func:`nqf.structure.nqf_output` (Eq. 2). Compiled once per (module, teacher, sizes).
     """
     if not isinstance(module, Architecture) or not isinstance(teacher, Architecture):
         raise TypeError("`module` and `teacher` must be nqf Architectures.")
