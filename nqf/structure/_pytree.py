@@ -91,13 +91,19 @@ def weight_apply(apply: Callable, layout: NeuronLayout) -> Callable:
     return apply_W
 
 
-def _prepare(apply, params, neuron_axes):
+def _resolve_apply(apply, params) -> Callable:
+    """``apply``, or the call of a callable equinox Module ``params`` when ``apply`` is None."""
     if apply is None:
         if not (isinstance(params, eqx.Module) and callable(params)):
             raise ValueError("`apply` is required unless `params` is a callable equinox Module.")
-        apply = _call
+        return _call
     if not callable(apply):
-        raise ValueError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
+        raise TypeError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
+    return apply
+
+
+def _prepare(apply, params, neuron_axes):
+    apply = _resolve_apply(apply, params)
     _, layout = neuron_weights(params, neuron_axes)
     return weight_apply(apply, layout), layout
 
@@ -194,12 +200,7 @@ def pytree_structure_stack(
         ready for :class:`nqf.NQFData` with targets ``(m,)`` or ``(m, o)``.
     """
     name = model_name(apply, params)
-    if apply is None:
-        if not (isinstance(params, eqx.Module) and callable(params)):
-            raise ValueError("`apply` is required unless `params` is a callable equinox Module.")
-        apply = _call
-    if not callable(apply):
-        raise ValueError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
+    apply = _resolve_apply(apply, params)
     require_float64(params, name)
     tr, frozen, ax_leaves, _ = split_params(params, neuron_axes, "params")
     p = sum(int(np.prod(l.shape, dtype=int)) // l.shape[a] for l, a in zip(jax.tree_util.tree_leaves(tr), ax_leaves))
