@@ -187,3 +187,24 @@ def test_train_weights_full_batch_gd_fourier_and_deep_compile_once():
     with count_compilations() as seen:
         dynamics.fourier_nqf_gd(p2, b, c, 0.02, 20, every=10)
     assert seen == []
+
+
+def test_fig2_run_and_deep_nqf_gd_compile_once_for_new_data_and_rate():
+    mlp = nqf.datasets.fig2_modules()[0]
+    t1 = nqf.datasets.low_rank_teacher(mlp, 20, key=jax.random.PRNGKey(1))
+    t2 = nqf.datasets.low_rank_teacher(mlp, 20, key=jax.random.PRNGKey(2))
+    sig = (0.01, 0.1)
+    dynamics.fig2_run(mlp, t1, nqf.optimizer("sgd", 0.05), 10, sig, key=jax.random.PRNGKey(0), n_probe=10)
+    with count_compilations() as seen:
+        dynamics.fig2_run(mlp, t2, nqf.optimizer("sgd", 0.02), 10, sig, key=jax.random.PRNGKey(3), n_probe=10)
+    assert seen == []
+    arch = architectures.deep_mlp(4, (5, 6, 7))
+    kW, kX = jax.random.split(jax.random.PRNGKey(4))
+    Ws = tuple(0.2 * jax.random.normal(k, (p, 4)) for k, p in zip(jax.random.split(kW, 2), arch.ps))
+    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, 8))
+    ys, ys2 = jnp.sin(xs[:, 0]), jnp.cos(xs[:, 0])
+    Ws2 = tuple(2 * w for w in Ws)
+    dynamics.deep_nqf_gd(Ws, arch.forms, xs, ys, eta=(0.05, 0.02), num_steps=3)
+    with count_compilations() as seen:
+        dynamics.deep_nqf_gd(Ws2, arch.forms, xs, ys2, eta=(0.01, 0.03), num_steps=3)
+    assert seen == []
