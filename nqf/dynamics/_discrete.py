@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
+from .._checks import _is_concrete
 from .._checks import check_finite
 from .._checks import check_index_traced
 from .._checks import check_ndim
@@ -236,7 +237,7 @@ def nqf_sgd(
 
 def _warn_if_diverged(Ms, eta) -> None:
     """A run whose order parameters became non-finite says so (never a silent NaN)."""
-    if isinstance(Ms, jax.core.Tracer):
+    if not _is_concrete(Ms):
         return  # under a caller's jit: the caller sees the values
     bad = ~np.isfinite(np.asarray(Ms)).reshape(Ms.shape[0], -1).all(axis=1)
     if bad.any():

@@ -36,6 +36,7 @@ import numpy as np
 import optax
 
 from .._checks import check_callable
+from .._checks import check_finite
 from .._checks import check_int
 from .._checks import check_key
 from .._checks import check_option
@@ -221,9 +222,7 @@ def _check_params(name: str, params) -> None:
             if not jnp.issubdtype(dtype, jnp.floating):
                 raise TypeError(f"`{name}` leaves must be floating-point arrays (the trainer differentiates "
                                 f"them); got a leaf of dtype {dtype} (cast it, e.g. W.astype(float)).")
-            if not isinstance(leaf, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(leaf))):
-                raise ValueError(f"`{name}` must be finite; got NaN/inf entries in a leaf of shape "
-                                 f"{jnp.shape(leaf)}.")
+            check_finite(name, leaf)
 
 
 def _leading(name: str, tree) -> int:
