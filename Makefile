@@ -33,8 +33,12 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(PY) -m ipykernel install --sys-prefix
 	@echo "$(CURDIR)" > $@
 
+# Two workers by default (one per core here): the chapters (scheduled first) run beside the unit
+# tests. `make test PYTEST_WORKERS=0` runs everything in one process.
+PYTEST_WORKERS ?= auto
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist worksteal)
 test: venv
-	$(PY) -m pytest $(PYTEST_FLAGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_FLAGS)
 
 # The unit tests on Python 3.13 (pyenv's, or any python3.13 on PATH), in their own venv.
 PY313 ?= $(shell for p in $$HOME/.pyenv/versions/3.13*/bin/python3.13 $$(command -v python3.13); do \

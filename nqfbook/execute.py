@@ -218,7 +218,17 @@ def _run_chapter_locked(lay: Layout, notebook: Path, fidelity: str, parameters: 
 
 def record_timing(lay: Layout, result: Optional[ChapterResult], parameters: dict,
                   site_seconds: Optional[float] = None) -> None:
-    """Add a chapter's wall time (or the site build's) to ``_build/output/{fidelity}/timings.json``."""
+    """Add a chapter's wall time (or the site build's) to ``_build/output/{fidelity}/timings.json``.
+
+    Chapters run in parallel (``make test`` runs them on two workers) each add their entry, so the
+    read-modify-write holds a lock: no entry is lost.
+    """
+    with locked(lay.locks / f"timings-{lay.fidelity}.lock"):
+        _record_timing_locked(lay, result, parameters, site_seconds)
+
+
+def _record_timing_locked(lay: Layout, result: Optional[ChapterResult], parameters: dict,
+                          site_seconds: Optional[float]) -> None:
     data = read_json(lay.timings) or {}
     if data.get("fidelity") != lay.fidelity:
         data = {}

@@ -28,3 +28,13 @@ jax.config.update(
     "jax_persistent_cache_min_compile_time_secs",
     float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
 )
+
+
+def pytest_collection_modifyitems(config, items):
+    """The chapter runs (``notebook`` marker, a minute each) first, the unit tests after.
+
+    ``make test`` runs on two workers with work stealing; starting the longest tests first keeps
+    both workers busy to the end instead of leaving one chapter running alone. The order is
+    deterministic, as pytest-xdist requires of every worker's collection.
+    """
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("notebook") is None)
