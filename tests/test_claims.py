@@ -292,3 +292,27 @@ def test_injected_parameters_are_checked_against_the_parameters_cell():
         check_injected_parameters([declared, '# Parameters\nsteps = "many"\n'])
     with pytest.raises(TypeError, match="`fidelity`"):
         check_injected_parameters([declared, '# Parameters\nfidelity = 3\n'])
+
+
+def test_an_interactive_session_runs_at_quick_into_its_own_folder(monkeypatch, tmp_path):
+    """Run by hand (no injected parameters), a chapter never writes over a build: quick by default, the
+    build folder swapped for ``_build/output/interactive/<fidelity>``; the runner's injection wins."""
+    from nqf.pipeline import _chapter, interactive_settings
+
+    assert interactive_settings("full", "../_build/output/full", environ={}) == (
+        "quick", "../_build/output/interactive/quick")
+    assert interactive_settings("full", "../_build/output/quick", environ={"NQF_FIDELITY": "full"}) == (
+        "full", "../_build/output/interactive/full")
+    assert interactive_settings("full", tmp_path / "mine", environ={}) == ("quick", (tmp_path / "mine").as_posix())
+    with pytest.raises(ValueError, match="`NQF_FIDELITY`"):
+        interactive_settings("full", "out", environ={"NQF_FIDELITY": "fast"})
+
+    params = 'fidelity = "full"\nout_dir = "../_build/output/full"\n'
+    monkeypatch.delenv("NQF_FIDELITY", raising=False)
+    monkeypatch.setattr(_chapter, "_history", lambda: ["", params, "start"])
+    claims = _chapter.start_chapter("ch99", "full", "../_build/output/full")
+    assert (claims.fidelity, claims.out_dir.as_posix()) == ("quick", "../_build/output/interactive/quick")
+    injected = '# Parameters\nfidelity = "full"\nout_dir = "../_build/output/full"\n'
+    monkeypatch.setattr(_chapter, "_history", lambda: ["", params, injected, "start"])
+    claims = _chapter.start_chapter("ch99", "full", "../_build/output/full")
+    assert (claims.fidelity, claims.out_dir.as_posix()) == ("full", "../_build/output/full")

@@ -8,6 +8,7 @@ from ._claims import Claim as Claim
 from ._claims_table import ClaimsTable as ClaimsTable
 from ._claims import Claims as Claims
 from ._chapter import start_chapter as start_chapter
+from ._chapter import interactive_settings as interactive_settings
 from ._chapter import by_fidelity as by_fidelity
 from ._measure import intercept_fit as intercept_fit
 from ._measure import step_deviation as step_deviation
@@ -20,6 +21,8 @@ from ._style import PALETTE as PALETTE
 from ._style import THEORY_KW as THEORY_KW
 from ._style import MEASURED_KW as MEASURED_KW
 from ._style import RC_PARAMS as RC_PARAMS
+from ._style import COLUMN_WIDTH_IN as COLUMN_WIDTH_IN
+from ._style import figsize as figsize
 from ._claims_table import ClaimsSummary as ClaimsSummary
 from ._powerlaw import PowerLawFit as PowerLawFit
 from ._powerlaw import power_law_fit as power_law_fit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -25,10 +26,37 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         raise TypeError(f"`chapter` must be a chapter id such as 'ch01'; got {chapter!r}.")
     if fidelity not in FIDELITIES:
         raise ValueError(f"`fidelity` must be 'quick' or 'full'; got {fidelity!r}.")
-    check_injected_parameters(_history())
+    history = _history()
+    check_injected_parameters(history)
+    if history and not _injected(history):
+        fidelity, out_dir = interactive_settings(fidelity, out_dir)
     jax.config.update("jax_enable_x64", True)
     use_style()
     return Claims(chapter, fidelity, out_dir)
+
+
+def interactive_settings(fidelity: str, out_dir: str | os.PathLike, *,
+                         environ: "os._Environ | dict | None" = None) -> tuple[str, str]:
+    """The fidelity and output folder of an interactive session (JupyterLab, a plain kernel).
+
+    The runner and papermill inject ``fidelity`` and ``out_dir``; a notebook run by hand does not, and its
+    parameters cell holds the book's defaults (full fidelity, the full build's folder). Run by hand, a
+    chapter therefore runs at the fidelity named by the environment variable ``NQF_FIDELITY`` (``quick``
+    when unset: ``make lab NQF_FIDELITY=full`` for the full chapter), and a folder of the book's builds
+    (``.../_build/output/quick`` or ``.../full``) becomes ``.../_build/output/interactive/<fidelity>``, so
+    a session never writes over a build. Any other ``out_dir`` the reader set is kept. The chapter's
+    claims (``claims.fidelity``, ``claims.out_dir``) carry the values used.
+    """
+    env = os.environ if environ is None else environ
+    chosen = env.get("NQF_FIDELITY", "quick")
+    if chosen not in FIDELITIES:
+        raise ValueError(f"environment variable `NQF_FIDELITY` must be 'quick' or 'full'; got {chosen!r}.")
+    folder = Path(out_dir)
+    if folder.parent.name == "output" and folder.name in FIDELITIES:
+        folder = folder.parent / "interactive" / chosen
+    print(f"Interactive session: fidelity {chosen!r} (NQF_FIDELITY), outputs in {folder.as_posix()}; "
+          "the book's builds are left alone.")
+    return chosen, folder.as_posix()
 
 
 # ------------------------------------------------------------------ parameters given by papermill
@@ -70,6 +98,11 @@ def _compatible(default, value) -> bool:
     if isinstance(default, (list, tuple)):
         return isinstance(value, (list, tuple))
     return isinstance(value, type(default))
+
+
+def _injected(history: list[str]) -> bool:
+    """Whether papermill (the runner, or papermill run directly with ``-p``) injected parameters."""
+    return any(h.lstrip().startswith("# Parameters\n") for h in history)
 
 
 def check_injected_parameters(history: list[str]) -> None:
