@@ -18,7 +18,7 @@ help:
 	@echo "make check-site  quick site in headless Chromium, network off (screenshots in _build/site-check)"
 	@echo "make bench       measure chapter times, make test/make book and the flow solver against scipy (_build/output/benchmarks.json)"
 	@echo "make venv        create/refresh .venv from requirements-lock.txt"
-	@echo "make lab         JupyterLab on notebooks/ with the project's kernel (interactive runs: set fidelity = \"quick\")"
+	@echo "make lab         JupyterLab on notebooks/ with the project's kernel (chapters run by hand: quick, into _build/output/interactive)"
 	@echo "make test-py313  the unit tests (no chapters) on Python 3.13 in .venv-py313"
 	@echo "make clean       remove _build and caches (keeps .venv)"
 
@@ -51,8 +51,11 @@ test-py313:
 # JupyterLab with the project's kernel (installed into the venv by `make venv`; --allow-root for
 # containers run as root). Moving the clone and running `make venv` again repairs the kernelspec.
 ROOT_FLAG := $(shell test "$$(id -u)" -eq 0 && echo --allow-root)
+# A chapter run by hand runs at NQF_FIDELITY (quick unless given: `make lab NQF_FIDELITY=full`) and
+# writes to _build/output/interactive/<fidelity>, never over a build (nqf.pipeline.interactive_settings).
+NQF_FIDELITY ?= quick
 lab: venv
-	$(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
+	NQF_FIDELITY=$(NQF_FIDELITY) $(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 book: venv
 	$(PY) -m nqfbook --fidelity full --build $(RUNNER_FLAGS)
