@@ -65,7 +65,7 @@ MIN_FONT_PT: float = 9.0
 def figsize(ncols: int = 1, nrows: int = 1, *, panel_height: float = 3.0) -> tuple[float, float]:
     """A figure size for ``ncols`` x ``nrows`` panels that fits the column.
 
-    One panel is 6 in wide (the default figure), two or three share :data:`COLUMN_WIDTH_IN`;
+    One panel is 6 in wide (the default figure), two or three share ``COLUMN_WIDTH_IN`` (7.5 in);
     more than three panels in a row do not fit with readable text (split the figure).
 
     Args:
