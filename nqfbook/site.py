@@ -24,20 +24,25 @@ from .processes import CHILD_GROUPS, end_children, locked, source_date_epoch
 
 
 def timings_markdown(root: Path, fidelity: str) -> str:
-    """The measured-times snippet included by ``book/reproduce.md``."""
-    bench = read_json(Path(root) / "_build" / "output" / "benchmarks.json")
+    """The measured-times snippet included by ``book/reproduce.md``: the last measurement of
+    ``make bench`` (``benchmarks/bench_book.py``), committed as ``benchmarks/book-timings.json``."""
+    bench = read_json(Path(root) / "benchmarks" / "book-timings.json")
     lines: list[str] = []
     if not bench:
         lines.append(
-            "*Not measured yet in this build.* Run `make bench` (it writes "
-            "`_build/output/benchmarks.json`); the next `make book` shows the numbers here."
+            "*Not measured yet.* Run `make bench` (it writes `benchmarks/book-timings.json`); "
+            "the next build shows the numbers here."
         )
     else:
         m = bench.get("machine", {})
+        load = bench.get("load_average_before")
+        commit = (bench.get("commit") or "?")[:10]
         lines.append(
-            f"Measured by `make bench` on {bench.get('date', '?')} "
-            f"({m.get('cpus', '?')} CPU cores, {m.get('platform', '?')}, Python {m.get('python', '?')}, "
-            f"JAX compilation cache {'cold' if bench.get('cold_jax_cache') else 'warm'} at the start)."
+            f"Last measured by `make bench` on {bench.get('date', '?')}, at commit `{commit}`, in "
+            f"{bench.get('where', 'this working tree')} ({m.get('cpus', '?')} CPU cores, {m.get('platform', '?')}, "
+            f"Python {m.get('python', '?')}, JAX compilation cache "
+            f"{'cold' if bench.get('cold_jax_cache', True) else 'warm'} at the start"
+            + (f", load average {load[0]:.1f} when it started" if load else "") + ")."
         )
         lines += ["", "| chapter | quick fidelity | full fidelity |", "|---|---:|---:|"]
         ch = bench.get("chapters", {})

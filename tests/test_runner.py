@@ -374,20 +374,23 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     tool = (site / "book" / "api-nqfbook.html").read_text()
     assert 'id="nqfbook.run_chapter"' in tool  # the book's tool, documented beside the science
     repro = (site / "book" / "reproduce.html").read_text()
-    assert "Not measured yet in this build" in repro
+    assert "Not measured yet." in repro  # the copy has no benchmarks/book-timings.json
     assert not (tmp_repo / "_build" / "html").exists()  # quick never overwrites the full site
 
 
 def test_reproduce_page_shows_measured_benchmarks(tmp_repo):
     bench = {
         "date": "2026-01-01", "machine": {"cpus": 2, "platform": "test", "python": "3.11"},
-        "cold_jax_cache": True,
+        "cold_jax_cache": True, "commit": "0123456789abcdef", "where": "a fresh clone of HEAD",
+        "load_average_before": [0.4, 0.3, 0.2],
         "chapters": {CH01: {"quick": 12.5, "full": 130.0}},
         "budgets": [{"what": "`make test`", "seconds": 300.0, "budget_seconds": 900.0, "passed": True}],
     }
-    (tmp_repo / "_build" / "output").mkdir(parents=True)
-    (tmp_repo / "_build" / "output" / "benchmarks.json").write_text(json.dumps(bench))
+    (tmp_repo / "benchmarks").mkdir(exist_ok=True)
+    (tmp_repo / "benchmarks" / "book-timings.json").write_text(json.dumps(bench))  # committed record
     md = nqfbook.timings_markdown(tmp_repo, "full")
+    assert "on 2026-01-01, at commit `0123456789`, in a fresh clone of HEAD" in md
+    assert "load average 0.4 when it started" in md
     assert f"| `{CH01}` | 12.5 s | 2.2 min |" in md
     assert "| `make test` | 5.0 min | 15.0 min | yes |" in md
     assert "Not measured" not in md
