@@ -8,6 +8,7 @@ from ._claims import Claim as Claim
 from ._claims_table import ClaimsTable as ClaimsTable
 from ._claims import Claims as Claims
 from ._chapter import start_chapter as start_chapter
+from ._glue import glue as glue
 from ._chapter import interactive_settings as interactive_settings
 from ._chapter import by_fidelity as by_fidelity
 from ._measure import intercept_fit as intercept_fit
