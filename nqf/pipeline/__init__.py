@@ -24,6 +24,8 @@ from ._style import MEASURED_KW as MEASURED_KW
 from ._style import RC_PARAMS as RC_PARAMS
 from ._style import COLUMN_WIDTH_IN as COLUMN_WIDTH_IN
 from ._style import figsize as figsize
+from ._layout import stacked as stacked
+from ._layout import legend_below as legend_below
 from ._claims_table import ClaimsSummary as ClaimsSummary
 from ._powerlaw import PowerLawFit as PowerLawFit
 from ._powerlaw import power_law_fit as power_law_fit
