@@ -270,7 +270,23 @@ def test_the_automatic_choices_follow_their_rules():
     assert not _use_statistics(None, 16, 8) and _use_statistics(None, 256, 8)
     assert not _use_statistics(None, 256, 32) and _use_statistics(None, 4096, 32)
     assert not _use_statistics(None, 300, 32) and _use_statistics(None, 300, 32, lanes=64)
+    # where the faster path changes, measured side by side (default call, rtol 1e-10; _flow's cost-model
+    # comment): p = 32 between m = 256 and 384, p = 8 between m = 16 and 32
+    assert _use_statistics(None, 384, 32) and not _use_statistics(None, 16, 8) and _use_statistics(None, 32, 8)
     assert _use_statistics(True, 1, 30) and not _use_statistics(False, 10**6, 2)
+
+
+@pytest.mark.parametrize("m", [256, 384])  # either side of the cost model's switch at p = 32
+def test_automatic_path_at_the_switch_gives_the_flow_of_both_paths(m):
+    from nqf.dynamics._flow import _use_statistics
+
+    p = 32
+    data = _data(m, p, seed=8)
+    M0 = _M0(p, seed=9)
+    auto = nqf.gradient_flow(M0, data, TS)
+    paths = {st: nqf.gradient_flow(M0, data, TS, statistics=st) for st in (True, False)}
+    np.testing.assert_array_equal(auto.ys, paths[_use_statistics(None, m, p)].ys)  # the same program
+    assert dynamics.trajectory_error(paths[True].ys, paths[False].ys) < 1e-9
 
 
 # ----------------------------------------------------------------------------- NQFData validation
