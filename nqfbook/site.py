@@ -58,6 +58,21 @@ def timings_markdown(root: Path, fidelity: str) -> str:
                 f"| {row['what']} | {fmt_seconds(row.get('seconds'))} | "
                 f"{fmt_seconds(row.get('budget_seconds'))} | {mark} |"
             )
+    flow = read_json(Path(root) / "benchmarks" / "flow-timings.json")
+    lines += ["", "### The flow solver against scipy", ""]
+    if not flow or not flow.get("table_markdown"):
+        lines.append("*Not measured yet.* Run `make bench` (`benchmarks/bench_flow.py` writes "
+                     "`benchmarks/flow-timings.json`).")
+    else:
+        m = flow.get("machine", {})
+        lines += [
+            f"Last measured by `benchmarks/bench_flow.py` on {flow.get('date', '?')} "
+            f"({m.get('cpus', '?')} CPU cores, Python {m.get('python', '?')}, JAX {m.get('jax', '?')}): "
+            f"`{(flow.get('settings') or {}).get('nqf_call', 'nqf.gradient_flow')}` against scipy's "
+            "`solve_ivp` with a hand-written numpy right-hand side, the data built inside the timing.",
+            "",
+            flow["table_markdown"].strip(),
+        ]
     # The execution times of this build are not shown: they change from build to build and
     # pages must be byte-reproducible (they are in _build/output/<fidelity>/timings.json).
     return "\n".join(lines) + "\n"

@@ -391,6 +391,12 @@ def test_reproduce_page_shows_measured_benchmarks(tmp_repo):
     md = nqfbook.timings_markdown(tmp_repo, "full")
     assert "on 2026-01-01, at commit `0123456789`, in a fresh clone of HEAD" in md
     assert "load average 0.4 when it started" in md
+    assert "### The flow solver against scipy" in md and "Not measured yet." in md  # no flow record yet
+    flow = {"date": "2026-01-02", "machine": {"cpus": 2, "python": "3.11", "jax": "0.10.2"},
+            "table_markdown": "| problem | ratio |\n|---|---:|\n| m = 16, p = 8 | 2.5 |\n"}
+    (tmp_repo / "benchmarks" / "flow-timings.json").write_text(json.dumps(flow))
+    md = nqfbook.timings_markdown(tmp_repo, "full")
+    assert "| m = 16, p = 8 | 2.5 |" in md and "on 2026-01-02" in md
     assert f"| `{CH01}` | 12.5 s | 2.2 min |" in md
     assert "| `make test` | 5.0 min | 15.0 min | yes |" in md
     assert "Not measured" not in md
