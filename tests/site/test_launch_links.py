@@ -125,3 +125,29 @@ def test_built_launch_links_once_published(tmp_path):
     problems = [p for p in check_site.check_launch_links(site, url=url) if stem in p]
     assert not problems, "\n".join(problems)
     assert not check_site.check_no_placeholder_links(site, url=url)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_colab_cell_installs_the_science_package_only_and_refuses_other_pythons(path, monkeypatch):
+    """On Colab the first cell installs ``nqf`` (no book toolchain: no extra), refuses a Python outside
+    pyproject's range with a message naming the versions, and asks for a restart only when it replaced
+    a package the runtime had imported. The chapters take ``glue`` from ``nqf.pipeline`` (myst-nb is
+    not installed there)."""
+    import subprocess
+    import sys
+    import types
+
+    url, branch = check_site.repository_url()
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    src = _install_cell(nb)
+    assert "myst_nb" not in path.read_text(encoding="utf-8"), f"{path.name} imports myst_nb (Colab lacks it)"
+    code = compile(src, path.name, "exec")
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args))
+    exec(code, {"__name__": "__colab__"})  # same versions afterwards: no restart asked
+    assert calls and calls[0][-1] == f"nqf @ git+{url}@{branch}", calls
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
+    with pytest.raises(RuntimeError, match=r"Python 3\.11 to 3\.13"):
+        exec(code, {"__name__": "__colab__"})
+    assert len(calls) == 1  # nothing installed on an unsupported Python
