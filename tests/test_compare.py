@@ -135,3 +135,56 @@ def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
         np.testing.assert_allclose(nqf.structure.nqf_output(mod.arch, W, x), closed, rtol=1e-10, atol=1e-12)
         if mod.key == "mlp":  # the recovered singular values of the MLP are those of the product of its layers
             np.testing.assert_allclose(mod.linear_map(W), nqf.structure.effective_matrix(W, 20), atol=1e-14)
+
+
+def test_fast_nqf_forms_equal_the_matrix_free_run():
+    """nqf_form='structure' (A(x) and f_x(0) computed once) and a closed-form quadratic(W, x) give the
+    matrix-free NQF's run to rounding, under GD and Adam, batched or not, full batch or minibatches."""
+    arch = nqf.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (2, 8, 4))
+    quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731  Prop. 1 with tanh'(0) = 1: Tr[W W^T A(x)] = V U^T x
+    idx = jax.random.randint(jax.random.PRNGKey(5), (30, 8), 0, 40)
+    for opt, batches in ((optax.sgd(0.1), None), (nqf.dynamics.optimizer("adam", 0.01), idx)):
+        kw = dict(probe=xs[:7], probe_targets=ys[:7], track=("loss", "probe_loss", "outputs"), batches=batches)
+        ref = compare_with_nqf(arch, W0, (xs, ys), opt, 30, **kw)
+        for form in ("structure", quad):
+            res = compare_with_nqf(arch, W0, (xs, ys), opt, 30, nqf_form=form, **kw)
+            for k in ("loss", "probe_loss", "outputs"):
+                np.testing.assert_allclose(res.nqf[k], ref.nqf[k], rtol=1e-10, atol=1e-13)
+                np.testing.assert_array_equal(res.module[k], ref.module[k])  # the module run is untouched
+            np.testing.assert_allclose(res.final["nqf"], ref.final["nqf"], rtol=1e-10, atol=1e-13)
+    one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10, nqf_form="structure")
+    ref_one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10)
+    assert one.nqf["loss"].shape == (11,)
+    np.testing.assert_allclose(one.nqf["loss"], ref_one.nqf["loss"], rtol=1e-10)
+
+
+def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
+    arch = nqf.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
+    wrong = lambda W, x: 1.01 * (W[5:] @ W[:5].T @ x)  # noqa: E731  1 % off
+    with pytest.raises(ValueError, match="does not equal the matrix-free NQF"):
+        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form=wrong)
+    with pytest.raises(ValueError, match="nqf_form"):
+        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form="dense")
+    sample = lambda k: (xs[:8], ys[:8])  # noqa: E731
+    with pytest.raises(ValueError, match="array `data`"):
+        compare_with_nqf(arch, W0, sample, optax.sgd(0.1), 5, key=jax.random.PRNGKey(0), probe=xs[:3],
+                         track=("outputs",), nqf_form="structure")
+    big = nqf.architectures.multihead_attention(20, 16, 8, 20, outputs=8)  # p = 880: 6e6 entries per sample
+    xb = jax.vmap(big.sample_input)(jax.random.split(jax.random.PRNGKey(0), 20))
+    with pytest.raises(ValueError, match="structure-matrix entries"):
+        compare_with_nqf(big, 0.01 * jnp.ones((big.p, 2)), (xb, jnp.zeros((20, 8))), optax.sgd(0.1), 5,
+                         nqf_form="structure", check=False)
+
+
+def test_qk_attention_quadratic_is_its_nqf():
+    """QKAttention.quadratic (no p x p matrix) = Tr[W W^T A(x)] of its closed form, scalar and vector readout."""
+    for c in (jnp.linspace(-1.0, 1.0, 4), jnp.ones((4, 2))):
+        arch = nqf.architectures.qk_attention(4, 5, 3, c)
+        W = jax.random.normal(jax.random.PRNGKey(0), (arch.p, 3))
+        x = arch.sample_input(jax.random.PRNGKey(1))
+        dense = jnp.einsum("...ij,ij->...", arch.structure(x), W @ W.T)
+        np.testing.assert_allclose(arch.quadratic(W, x), dense, rtol=1e-12)

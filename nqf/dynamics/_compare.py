@@ -19,6 +19,14 @@ Hessian blocks vanish (Eq. 54), so $\mathrm{Tr}[WW^\top A(x)] = \sum_i w_i^\top 
 (permutation symmetry, ZGZ, smoothness at 0) are checked first, matrix-free, with the same three
 tests as :func:`nqf.structure.structure_report` (which builds the full Hessian).
 
+On a fixed training set the NQF has two faster, exact evaluations (``nqf_form``): its output is
+linear in $M = WW^\top$ given the per-sample structure matrices, $f_x(0) + \langle A(x), M\rangle$, so
+the closed-form $A(x_\mu)$ of an :class:`~nqf.architectures.Architecture` and $f_{x_\mu}(0)$ are computed
+once (``nqf_form="structure"``); or the caller gives the quadratic term itself,
+``quadratic(W, x)`` $= \mathrm{Tr}[WW^\top A(x)]$ (e.g. $L(W)$ on a linear feature of $x$, the
+feed-forward form of Eqs. 17-19). Either is compared with the matrix-free NQF at two weights on the
+first inputs before the run and refused if they differ beyond rounding.
+
 Modules come in two forms:
 
 * an :class:`~nqf.architectures.Architecture` (``apply(W, x)``, ``W`` of shape ``(p, d)``, neurons
@@ -104,17 +112,36 @@ class OutputLoss(eqx.Module):
         return mse(self.predict(tr, args, xb), yb)
 
 
+class NQFFromParts(eqx.Module):
+    r"""The loss of Eq. 26 of an NQF evaluated from per-sample parts computed once: a batch is
+    ``(xs, ys, f0, A)`` with $f_x(0)$ and either the structure matrices $A(x)$ (``quadratic=None``:
+    output $f_x(0) + \langle A(x), WW^\top\rangle$, summed over the last two axes) or ``A = None`` and a
+    closed form ``quadratic(W, x)`` $= \mathrm{Tr}[WW^\top A(x)]$. A value: compiled runs are cached on it."""
+
+    quadratic: Callable | None = eqx.field(static=True)
+
+    def predict(self, tr, args, inputs):
+        xs, f0, A = inputs
+        if self.quadratic is None:
+            return f0 + jnp.einsum("m...ij,ij->m...", A, tr @ tr.T)
+        return f0 + jax.vmap(lambda x: self.quadratic(tr, x))(xs)
+
+    def __call__(self, tr, batch, args):
+        xs, ys, f0, A = batch
+        return mse(self.predict(tr, args, (xs, f0, A)), ys)
+
+
 class _Recorder(eqx.Module):
-    loss: OutputLoss
+    loss: Any
     spec: tuple = eqx.field(static=True)
     linear_map: Any = eqx.field(static=True)
 
     def __call__(self, tr, args):
         rec = {}
         if "loss" in self.spec:
-            rec["loss"] = self.loss(tr, (args["xs"], args["ys"]), args)
+            rec["loss"] = self.loss(tr, args["train"], args)
         if "outputs" in self.spec or "probe_loss" in self.spec:
-            pred = self.loss.predict(tr, args, args["px"])
+            pred = self.loss.predict(tr, args, args["probe"])
             if "outputs" in self.spec:
                 rec["outputs"] = pred
             if "probe_loss" in self.spec:
@@ -130,6 +157,55 @@ class _KeyOnly(eqx.Module):
 
     def __call__(self, key, args):
         return self.sample(key)
+
+
+# ----------------------------------------------------------------- the fast NQF forms
+NQF_FORMS = ("matrix-free", "structure")
+_MAX_STRUCTURE_ENTRIES = 60_000_000  # 480 MB of float64 structure matrices: beyond that stay matrix-free
+
+
+@eqx.filter_jit
+def _zero_outputs(apply, xs, Z):
+    """$f_x(0)$ for every sample. The zeros ``Z`` come in as an argument: XLA (CPU) constant-folds a product
+    with a zero *constant* inside ``jit`` and returned NaN for 100 of the CNN's inputs (0 for 99 or 600)."""
+    return jax.vmap(lambda x: apply(Z, x))(xs)
+
+
+@eqx.filter_jit
+def _structures(arch, xs):
+    return jax.vmap(arch.structure)(xs)
+
+
+@eqx.filter_jit
+def _form_gap(apply, quadratic, W, xs, f0, A):
+    """Largest |fast - matrix-free| NQF output over ``xs``, and the largest |quadratic term| (the scale)."""
+    mf = jax.vmap(lambda x: _nqf_out(apply, W, None, x))(xs)
+    fast = NQFFromParts(quadratic).predict(W, None, (xs, f0, A))
+    return jnp.max(jnp.abs(fast - mf)), jnp.max(jnp.abs(mf - f0))
+
+
+def _nqf_parts(form, arch, xs, W_one, key_check, name):
+    """``(f0, A)`` for the samples ``xs`` (``A = None`` for a closed-form ``quadratic``), after checking the
+    fast form against the matrix-free NQF at ``W_one`` and at a random ``W`` of unit scale on 4 inputs."""
+    f0 = _zero_outputs(arch.apply, xs, jnp.zeros_like(W_one))
+    A = None
+    quadratic = None if form == "structure" else form
+    if form == "structure":
+        m = _leading(xs)
+        entries = m * int(np.prod(jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], xs)).shape))
+        if entries > _MAX_STRUCTURE_ENTRIES:
+            raise ValueError(f"nqf_form='structure' would hold {entries:.2e} structure-matrix entries for {m} samples "
+                             f"of {name} (limit {_MAX_STRUCTURE_ENTRIES:.0e}); use the matrix-free form or a closed-form "
+                             "quadratic(W, x).")
+        A = _structures(arch, xs)
+    head = jax.tree_util.tree_map(lambda a: a[:4], xs)
+    f0h, Ah = f0[:4], None if A is None else A[:4]
+    for W in (W_one, jax.random.normal(key_check, W_one.shape, W_one.dtype)):
+        err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
+        if not err <= 1e-9 * max(scale, 1e-300):
+            raise ValueError(f"`nqf_form` of {name} does not equal the matrix-free NQF f_x(0) + D^2 f_x(0)[W, W]/2: "
+                             f"largest difference {err:.3e} on the first inputs against outputs of size {scale:.3e}.")
+    return f0, A
 
 
 # ----------------------------------------------------------------- the public function
@@ -162,6 +238,7 @@ def compare_with_nqf(
     threshold: float = 0.1,
     gap_on: str | None = None,
     check: bool = True,
+    nqf_form: str | Callable = "matrix-free",
 ) -> Comparison:
     r"""Train a module and its NQF from the same $W(0)$ with the same optimiser; compare them.
 
@@ -199,6 +276,12 @@ def compare_with_nqf(
             \|q_\text{module}\|$.
         check: measure Theorem 1's hypotheses on the first input first (:func:`check_hypotheses`) and
             refuse the module if they fail.
+        nqf_form: how the NQF is evaluated (an Architecture and array ``data`` for the two fast forms):
+            ``"matrix-free"`` (default, any module), ``"structure"`` (the closed-form $A(x)$ and $f_x(0)$ of
+            every training and probe sample computed once: the output is linear in $WW^\top$), or a callable
+            ``quadratic(W, x)`` returning $\mathrm{Tr}[WW^\top A(x)]$ (one value per output). A fast form is
+            compared with the matrix-free NQF at ``W0`` and at a random ``W`` on the first four inputs and
+            refused (``ValueError``) if they differ by more than $10^{-9}$ relative.
 
     Returns:
         a :class:`Comparison`.
@@ -301,19 +384,38 @@ def compare_with_nqf(
     if check:
         _require_float64(tr, name)
         require_hypotheses(check_hypotheses(apply, W_one, x_first, neuron_axes=neuron_axes), name)
+    # ---- the NQF's form
+    fast = nqf_form != "matrix-free"
+    if fast:
+        if not (callable(nqf_form) or nqf_form in NQF_FORMS):
+            raise ValueError(f"`nqf_form` must be one of {NQF_FORMS} or a callable quadratic(W, x); got {nqf_form!r}.")
+        if not isinstance(module, Architecture) or sample is not None:
+            raise ValueError("a fast `nqf_form` needs an nqf Architecture and array `data` (xs, ys): its parts are "
+                             "computed once per sample; use nqf_form='matrix-free'.")
+        kc = jax.random.PRNGKey(17)
+        f0, A = _nqf_parts(nqf_form, module, xs, W_one, kc, name)
+        if px is not None:
+            pf0, pA = _nqf_parts(nqf_form, module, px, W_one, kc, name)
     # ---- run: the module and its NQF, each one configuration of the trainer
     tr0 = W0 if batched else tr  # an Architecture's W is one array: nothing frozen
-    args = {"frozen": frozen, "xs": xs, "ys": ys, "px": px, "py": py}
-    common = dict(num_steps=steps, args=args, record_every=int(record_every), vmap=("params",) if batched else (),
+    base = {"frozen": frozen, "py": py}
+    common = dict(num_steps=steps, record_every=int(record_every), vmap=("params",) if batched else (),
                   on_divergence="ignore")
     if sample is not None:
         common.update(sample=_KeyOnly(sample), key=key)
-    else:
-        common.update(data=(xs, ys), batches=batches)
     runs = {}
     for name_, is_nqf in (("module", False), ("nqf", True)):
-        loss = OutputLoss(apply, is_nqf)
-        runs[name_] = train(loss, tr0, optimizer, record=_Recorder(loss, tuple(track), linear_map), **common)
+        if is_nqf and fast:
+            loss = NQFFromParts(None if nqf_form == "structure" else nqf_form)
+            data_ = (xs, ys, f0, A)
+            args = {**base, "train": data_, "probe": None if px is None else (px, pf0, pA)}
+        else:
+            loss = OutputLoss(apply, is_nqf)
+            data_ = (xs, ys)
+            args = {**base, "train": data_, "probe": px}
+        extra = {} if sample is not None else dict(data=data_, batches=batches)
+        runs[name_] = train(loss, tr0, optimizer, record=_Recorder(loss, tuple(track), linear_map), args=args,
+                            **common, **extra)
     rec = {k: runs[k].record for k in runs}
     nb = 1 if batched else 0
     gap = relative_gap(rec["module"][gap_on], rec["nqf"][gap_on], time_axis=nb)

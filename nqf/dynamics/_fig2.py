@@ -43,7 +43,7 @@ class Fig2Run(NamedTuple):
         return np.max(d, axis=(-2, -1))
 
     def end_gap(self) -> np.ndarray:
-        """Gap at the last recorded step, $\max_k|\hat s_k^\text{module}(T) - \hat s_k^\text{NQF}(T)|$."""
+        r"""Gap at the last recorded step, $\max_k|\hat s_k^\text{module}(T) - \hat s_k^\text{NQF}(T)|$."""
         d = np.abs(self.module[..., -1, :] - self.nqf[..., -1, :])
         return np.max(np.where(np.isfinite(d), d, np.inf), axis=-1)
 
@@ -58,6 +58,7 @@ def half_times(steps: np.ndarray, ratio: np.ndarray) -> np.ndarray:
 def fig2_run(
     module: Any, teacher: Any, optimizer: Any, num_steps: int, sigmas: Any, *, key: Array,
     record_every: int = 1, threshold: float = 0.1, n_probe: int = 100, seeds: int | None = None,
+    nqf_form: Any = "feature",
 ) -> Fig2Run:
     r"""Train ``module`` and its NQF on ``teacher`` from $W(0) = \sigma Z$ (one Gaussian $Z$, entries
     $\mathcal N(0, 1)$, shared by all $\sigma$ so that only the scale changes) for every $\sigma$ in
@@ -68,7 +69,12 @@ def fig2_run(
     With ``seeds = S`` (an integer) the run has ``S`` independent draws of $Z$ (from
     ``jax.random.split(key, S)``), all lanes ``S x B`` in one vmapped compile, and every per-lane array
     of the result gains a leading seed axis: ``(S, B, ...)``. ``seeds=None`` (default) keeps one draw
-    from ``key`` and shapes ``(B, ...)``."""
+    from ``key`` and shapes ``(B, ...)``.
+
+    The NQF is evaluated through the module's linear feature (``nqf_form="feature"``, default): its
+    output minus $f_x(0)$ is ``module.feature_output(W, x)``, $L(W)$ on a feature of $x$ (checked against
+    the matrix-free NQF before the run, :func:`nqf.compare_with_nqf`); any ``nqf_form`` of
+    :func:`nqf.compare_with_nqf` may be given instead (``"matrix-free"``: the same numbers, slower)."""
     sig = np.asarray(sigmas, dtype=float)
     if sig.ndim != 1 or sig.size < 1 or np.any(sig <= 0):
         raise ValueError(f"`sigmas` must be a 1-D array of positive scales; got {sigmas!r}.")
@@ -82,7 +88,8 @@ def fig2_run(
     probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
     res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps, probe=probe,
                            track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
-                           record_every=record_every, threshold=threshold)
+                           record_every=record_every, threshold=threshold,
+                           nqf_form=module.feature_output if nqf_form == "feature" else nqf_form)
     r = teacher.s.size
     mod = res.module["singular_values"][..., :r] / teacher.s
     nq = res.nqf["singular_values"][..., :r] / teacher.s
