@@ -8,7 +8,7 @@ import numpy as np
 import optax
 import pytest
 
-from nqf.architectures import deep_attention, deep_mlp
+from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
 from nqf.dynamics import (deep_nqf_gd, deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, train_weights,
                           weights_from_statistics)
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
@@ -17,6 +17,7 @@ from helpers import BAD_INPUT
 
 MLP = deep_mlp(4, (5, 6, 7))
 ATT = deep_attention(3, 4, 2)
+SHA = deep_single_head_attention(3, 4, 2)  # Prop. 4 reading: neurons = rows of W^Q, W^K
 
 
 def random_weights(arch, widths, scale=0.3, seed=0):
@@ -127,7 +128,7 @@ def _weight_run(Ws0, forms, xs, ys, batches, eta):
     return hist["record"]
 
 
-@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3))])
+@pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3)), (SHA, (3, 4))])
 def test_theorem14_closure_and_update(arch, widths):
     """Thm 14: equal per-layer (M, mu) => identical SGD trajectories; Eqs. 222-223 reproduce each step."""
     m, b, steps, eta = 12, 4, 8, 0.2
@@ -243,3 +244,71 @@ def test_deep_nqf_gd_is_layerwise_gradient_descent():
         np.testing.assert_allclose(out[k], ref, rtol=1e-12, atol=1e-14)
         g = jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), arch.forms, xs, ys))(W)
         W = tuple(w - e * gg for w, e, gg in zip(W, etas, g))
+
+
+# ----------------------------------------------------------------- the Prop. 4 reading of Fig. 8's attention
+def _sha_blocks(arch):
+    """Each block of the single-head module as a function of ONE neuron w = [w^Q; w^K] (p = 2D)."""
+    D, dk = arch.D, arch.d_k
+    V, c = (jnp.asarray(a) for a in (arch.V, arch.c))
+
+    def attend(w, X, Q):
+        return X @ jax.nn.softmax(X.T @ jnp.outer(w[D:], w[:D]) @ Q / np.sqrt(dk), axis=0)
+
+    return (lambda w, X: V @ attend(w, X, X)), (lambda w, H: c @ attend(w, H, H.mean(axis=1)[:, None])[:, 0])
+
+
+def test_single_head_forms_are_f0_plus_trace_of_structure_and_half_the_hessian():
+    """Def. 2 under Prop. 4: form(M) = f(0) + Tr[M A_k(h_prev)], A_k = H_ii/2 of the block at 0 (Eq. 12)."""
+    Ws = random_weights(SHA, (3, 4))
+    h = SHA.sample_input(jax.random.PRNGKey(5))
+    for (M, mu), form, structure, block, p in zip(layer_statistics(Ws), SHA.forms, SHA.structures, _sha_blocks(SHA), SHA.ps):
+        A = structure(h)
+        new, f0 = form(M, mu, h), form(jnp.zeros_like(M), mu, h)
+        assert A.shape == new.shape + M.shape
+        np.testing.assert_allclose(new - f0, jnp.einsum("...ij,ji->...", A, M), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(f0, block(jnp.zeros(p), h), rtol=1e-13)
+        np.testing.assert_allclose(A, 0.5 * jax.jit(jax.hessian(block))(jnp.zeros(p), h), atol=1e-12)
+        assert float(jnp.max(jnp.abs(A[..., :p // 2, p // 2:]))) > 1e-3  # query-key block: at quadratic order
+        h = new + 0.3 * jax.random.normal(jax.random.PRNGKey(6), new.shape)
+
+
+def test_single_head_module_approaches_its_deep_nqf():
+    """Z2 per neuron: module - deep NQF = O(s^4) against a quadratic term O(s^2): relative slope 2."""
+    Ws = random_weights(SHA, (3, 4), scale=1.0)
+    X = SHA.sample_input(jax.random.PRNGKey(4))
+    f0 = SHA.deep_nqf(tuple(jnp.zeros_like(W) for W in Ws), X)
+    np.testing.assert_allclose(f0, SHA.apply(tuple(jnp.zeros_like(W) for W in Ws), X), rtol=1e-13)
+    scales = np.array([2e-2, 4e-2, 8e-2])
+    rel = []
+    for s in scales:
+        W = tuple(s * w for w in Ws)
+        g = SHA.deep_nqf(W, X)
+        rel.append(abs(float(SHA.apply(W, X) - g)) / abs(float(g - f0)))
+    slope = np.polyfit(np.log(scales), np.log(rel), 1)[0]
+    assert 1.8 < slope < 2.2, (rel, slope)
+
+
+def test_single_head_one_layer_nqf():
+    """The 1-layer NQF is Prop. 4's NQF of the mean-query logits on X with readout V^T c (matrix-free equal),
+    and differs from the deep NQF at step 0 only by the layer-2 term, O(s^6) against O(s^2)."""
+    from nqf.structure import nqf_output
+    Ws = random_weights(SHA, (3, 4), scale=1.0)
+    W1 = SHA.collapse(Ws)
+    X = SHA.sample_input(jax.random.PRNGKey(12))
+    np.testing.assert_allclose(SHA.one_layer_nqf(W1, X), nqf_output(SHA.one_layer, W1, X), rtol=1e-10)
+    np.testing.assert_allclose(SHA.deep_nqf(Ws, X), deep_nqf_apply(Ws, SHA.forms, X), rtol=1e-13)
+    f0 = SHA.one_layer.apply(jnp.zeros_like(W1), X)
+    rel = []
+    for s in (0.05, 0.1):
+        W = tuple(s * w for w in Ws)
+        rel.append(abs(float(SHA.deep_nqf(W, X) - SHA.one_layer_nqf(SHA.collapse(W), X))) /
+                   abs(float(SHA.one_layer_nqf(SHA.collapse(W), X) - f0)))
+    assert rel[0] < 1e-3 and 10 < rel[1] / rel[0] < 22, rel  # ratio 2^4 = 16
+
+
+def test_single_head_bad_input():
+    with pytest.raises(ValueError, match="tuple of 2"):
+        SHA.apply(jnp.zeros((6, 2)), SHA.sample_input(jax.random.PRNGKey(0)))
+    with pytest.raises(ValueError, match="shape"):
+        SHA.apply(random_weights(SHA, (2, 2)), jnp.zeros((3, 5)))

@@ -40,6 +40,7 @@ from ._fourier import raw_tanh_mlp as raw_tanh_mlp
 from ._deep import DeepArchitecture as DeepArchitecture
 from ._deep import deep_mlp as deep_mlp
 from ._deep import deep_attention as deep_attention
+from ._deep import deep_single_head_attention as deep_single_head_attention
 from ._modules import gaussian_linear_part as gaussian_linear_part
 from ._symmetric import output_nonlinearity_mlp as output_nonlinearity_mlp
 from ._symmetric import normalised_mlp as normalised_mlp

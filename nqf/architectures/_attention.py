@@ -58,7 +58,7 @@ def _pad_front(A: Array, n0: int) -> Array:
 
 
 def _readout_vector(c, D: int) -> tuple[tuple, int | None]:
-    """Validate a fixed readout ``c`` (``(D,)`` or ``(D, o)``, default $1_D/\\sqrt D$).
+    r"""Validate a fixed readout ``c`` (``(D,)`` or ``(D, o)``, default $1_D/\\sqrt D$).
 
     Returns it as a (nested) tuple of floats, hashable so that the module stays
     hashable by value, and its number of outputs (``None`` for ``(D,)``).
@@ -186,6 +186,19 @@ class QKAttention(_PairInput):
         check_weights(W, self.p, "qk_attention")
         q, X = _split_input(x, self.D, self.N)
         return jnp.sum(jax.vmap(self._head, in_axes=(1, None, None))(jnp.asarray(W), q, X), axis=0)
+
+    def quadratic(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        r"""The NQF's quadratic term $\mathrm{Tr}[WW^\top A(x)] = q^\top\big(\sum_i W_i^{Q\top}W^K_i\big)u/\sqrt{d_k}$,
+        $u = \Sigma_Xc$, in $O(d\,d_kD^2)$ without the $p\times p$ matrix (for
+        :func:`nqf.compare_with_nqf`'s ``nqf_form``)."""
+        q, X = _split_input(x, self.D, self.N)
+        x_avg = X.mean(axis=1)
+        u = (X @ X.T / self.N - jnp.outer(x_avg, x_avg)) @ self.readout(X.dtype)
+        s = self.d_k * self.D
+        W = jnp.asarray(W)
+        Q = W[:s].reshape(self.D, self.d_k, -1)  # Q[a, k, i] = (W^Q_i)[k, a] (column-major vec)
+        K = W[s:].reshape(self.D, self.d_k, -1)
+        return q @ jnp.einsum("aki,bki->ab", Q, K) @ u / jnp.sqrt(self.d_k)
 
     def structure(self, x: Input) -> Float[Array, "*o p p"]:
         q, X = _split_input(x, self.D, self.N)

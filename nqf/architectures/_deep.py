@@ -19,6 +19,9 @@ it equals the linearisation of the deep NQF at step 0.
   two-layer blocks (Prop. 1 with vector output, App. B.2, then Prop. 1).
 * :func:`deep_attention` — two single-head attention layers of Fig. 8 (Prop. 2
   for each layer: only value and readout enter at second order).
+* :func:`deep_single_head_attention` — the same two layers read with Prop. 4: the
+  neurons are the rows of $W^Q, W^K$ (value and readout fixed), so query and key enter
+  at quadratic order in each block.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 from .._types import ArrayLike
 from ._attention import multihead_attention
+from ._attention_rows import single_head_attention_logits
 from ._base import Architecture
 from ._base import _normal
 from ._base import _zero_slope
@@ -148,7 +153,7 @@ class DeepMLP(DeepArchitecture):
         return feedforward_structure(_zero_slope(self.activation, h1) * self.activation(h1)[:, None])
 
     def one_layer_form(self, M, mu, x):
-        """$\\mathrm{Tr}[M A(x)]$ of the two-layer MLP NQF on $x$ (Prop. 1)."""
+        r"""$\\mathrm{Tr}[M A(x)]$ of the two-layer MLP NQF on $x$ (Prop. 1)."""
         return _zero_slope(self.activation, x) * (M[:self.k, self.k] @ x)
 
     def collapse(self, Ws):
@@ -294,7 +299,7 @@ class DeepAttention(DeepArchitecture):
         return self._mha2.structure((H1.mean(axis=1), H1))
 
     def one_layer_form(self, M, mu, X):
-        """$\\mathrm{Tr}[M A(X)]$ of :class:`MeanQueryAttention` (Eq. 8 with the value dimension $D$)."""
+        r"""$\\mathrm{Tr}[M A(X)]$ of :class:`MeanQueryAttention` (Eq. 8 with the value dimension $D$)."""
         return _mha_readout_form(M, X.mean(axis=1), self.D, self.d_k, self.D, 1)[0]
 
     def collapse(self, Ws):
@@ -332,3 +337,172 @@ def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
     for name, v in (("D", D), ("N", N), ("d_k", d_k)):
         check_size(name, v)
     return DeepAttention(int(D), int(N), int(d_k))
+
+
+# ----------------------------------------------------------------- single-head attention, Prop. 4 reading
+def _covariance(X):
+    xbar = X.mean(axis=1)
+    return X @ X.T / X.shape[1] - jnp.outer(xbar, xbar), xbar
+
+
+class MeanQueryLogits(Architecture):
+    r"""Single-head attention logits (Prop. 4) on a sequence $X$ alone, queried by its mean token, with a
+    fixed readout $c$: $f(X) = c^\top X\,\mathrm{softmax}(X^\top W^{K\top}W^Q\bar x/\sqrt{d_k})$, neurons the
+    rows of $W^Q, W^K$. The 1-layer NQF of Fig. 8 under the Prop. 4 reading."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    c: tuple = eqx.field(static=True)
+
+    name = "mean-query attention logits"
+
+    @property
+    def _logits(self):
+        return single_head_attention_logits(self.D, self.N, self.d_k, jnp.asarray(self.c))
+
+    @property
+    def p(self) -> int:
+        return 2 * self.D
+
+    @property
+    def describe(self) -> str:
+        return self._logits.describe.replace("x = (q, X)", "x = X, query = mean token")
+
+    def apply(self, W, x):
+        check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
+        X = jnp.asarray(x)
+        return self._logits.apply(W, (X.mean(axis=1), X))
+
+    def structure(self, x):
+        X = jnp.asarray(x)
+        return self._logits.structure((X.mean(axis=1), X))
+
+    def sample_input(self, key):
+        return _normal(key, (self.D, self.N))
+
+
+class DeepSingleHeadAttention(DeepArchitecture):
+    r"""Two single-head attention layers, neurons = rows of $W^Q, W^K$ (Prop. 4 per layer; Fig. 8);
+    see :func:`deep_single_head_attention`."""
+
+    D: int = eqx.field(static=True)
+    N: int = eqx.field(static=True)
+    d_k: int = eqx.field(static=True)
+    V: tuple = eqx.field(static=True)  #: the fixed value/output map of layer 1, (D, D) as nested tuples
+    c: tuple = eqx.field(static=True)  #: the fixed readout of layer 2, (D,)
+
+    name = "2-layer single-head attention"
+
+    @property
+    def ps(self) -> tuple[int, int]:
+        return (2 * self.D, 2 * self.D)
+
+    @property
+    def widths(self) -> tuple[int, int]:
+        return (self.d_k, self.d_k)
+
+    @property
+    def describe(self) -> str:
+        D, k = self.D, self.d_k
+        return (f"X in R^({D}x{self.N}); per layer {k} neurons w_i = [row i of W^Q ({D}); row i of W^K ({D})]; "
+                "layer 1 self-attention with a fixed value map V, layer 2 mean-token query with a fixed readout c; "
+                "Prop. 4 per layer, Def. 2")
+
+    def _consts(self, dtype):
+        return jnp.asarray(self.V, dtype), jnp.asarray(self.c, dtype)
+
+    @property
+    def one_layer(self) -> Architecture:
+        V, c = (np.asarray(a) for a in (self.V, self.c))
+        return MeanQueryLogits(self.D, self.N, self.d_k, tuple(float(v) for v in V.T @ c))
+
+    def _attend(self, W, X, Q):
+        r"""$X\,\mathrm{softmax}(X^\top W^{K\top}W^QQ/\sqrt{d_k})$ for the queries ``Q`` (columns), over the keys."""
+        D = self.D
+        WQ, WK = W[:D].T, W[D:].T  # (d, D): the paper's matrices, one row per neuron
+        return X @ jax.nn.softmax(X.T @ (WK.T @ (WQ @ Q)) / np.sqrt(self.d_k), axis=0)
+
+    def apply(self, Ws, x: Float[ArrayLike, "D N"]) -> Float[Array, ""]:
+        _check_deep_weights(Ws, self.ps, "deep_single_head_attention")
+        check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
+        X = jnp.asarray(x)
+        V, c = self._consts(X.dtype)
+        W1, W2 = (jnp.asarray(W) for W in Ws)
+        H1 = V @ self._attend(W1, X, X)
+        return c @ self._attend(W2, H1, H1.mean(axis=1)[:, None])[:, 0]
+
+    def form1(self, M, mu, X):
+        r"""$H^{(1)} = V\bar x\,1^\top + V\Sigma_X M_{QK}^\top X/\sqrt{d_k}$: $f(0)$ plus Eq. (12) for every token."""
+        V, _ = self._consts(X.dtype)
+        S, xbar = _covariance(X)
+        Mqk = M[:self.D, self.D:]
+        return (V @ xbar)[:, None] + V @ S @ Mqk.T @ X / np.sqrt(self.d_k)
+
+    def form2(self, M, mu, H1):
+        r"""$f = c^\top\bar h + \bar h^\top M_{QK}\Sigma_{H}c/\sqrt{d_k}$ (Eq. 12 with the mean token as query)."""
+        _, c = self._consts(H1.dtype)
+        S, hbar = _covariance(H1)
+        return c @ hbar + hbar @ M[:self.D, self.D:] @ S @ c / np.sqrt(self.d_k)
+
+    def structure1(self, X):
+        """$A^{(1)}_{a,j}(X)$ of Eq. (12), query $X_{:,j}$ and readout row $a$ of $V$: shape ``(D, N, 2D, 2D)``."""
+        X = jnp.asarray(X)
+        V, _ = self._consts(X.dtype)
+        S, _ = _covariance(X)
+        U = S @ V.T  # column a: u_a = Sigma_X V[a]
+        C = jnp.einsum("kj,la->ajkl", X, U) / np.sqrt(self.d_k)
+        return feedforward_structure(C)
+
+    def structure2(self, H1):
+        H1 = jnp.asarray(H1)
+        _, c = self._consts(H1.dtype)
+        S, hbar = _covariance(H1)
+        return feedforward_structure(jnp.outer(hbar, S @ c) / np.sqrt(self.d_k))
+
+    def one_layer_form(self, M, mu, X):
+        r"""$\mathrm{Tr}[MA(X)]$ plus $f(0)$ of :class:`MeanQueryLogits` with readout $V^\top c$."""
+        V, c = self._consts(X.dtype)
+        cc = V.T @ c
+        S, xbar = _covariance(X)
+        return cc @ xbar + xbar @ M[:self.D, self.D:] @ S @ cc / np.sqrt(self.d_k)
+
+    def collapse(self, Ws):
+        _check_deep_weights(Ws, self.ps, "deep_single_head_attention")
+        return jnp.asarray(Ws[0])
+
+    def sample_input(self, key):
+        return _normal(key, (self.D, self.N))
+
+
+def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Array | None = None) -> DeepArchitecture:
+    r"""Two single-head attention layers of Fig. 8 read with Prop. 4: the neurons are the rows of $W^Q, W^K$.
+
+    Input $X\in\mathbb R^{D\times N}$. Layer 1 is self-attention with a fixed value/output map
+    $V\in\mathbb R^{D\times D}$, $H^{(1)} = VX\,\mathrm{softmax}(X^\top W_1^{K\top}W_1^QX/\sqrt{d_k})$ (softmax over
+    the keys, one column per query token); layer 2 is attention queried by the mean token with a fixed
+    readout $c$, $f = c^\top H^{(1)}\mathrm{softmax}(H^{(1)\top}W_2^{K\top}W_2^Q\bar h^{(1)}/\sqrt{d_k})$. Only
+    $W^Q_l, W^K_l$ ($d_k\times D$) are trained; row $i$ of both is neuron $i$ of layer $l$ (Prop. 4:
+    $W^{K\top}W^Q = \sum_i w_i^Kw_i^{Q\top}$, $p_l = 2D$, ``widths = (d_k, d_k)``; nqf weights
+    ``[W^Q.T; W^K.T]``, :func:`nqf.architectures.stack_query_key`). $V$ and $c$ have $\mathcal N(0, 1/D)$
+    entries drawn from ``key`` (default ``PRNGKey(81)``).
+
+    Both blocks satisfy ZGZ and a per-neuron $Z_2$ symmetry ($w_i\to-w_i$), and at zero weights the
+    attention is uniform, so by Eq. (12) block by block (Def. 2)
+
+    $$ H^{(1)} = V\bar x1^\top + V\Sigma_XM^{(1)\top}_{QK}X/\sqrt{d_k},\qquad
+       f = c^\top\bar h + \bar h^\top M^{(2)}_{QK}\Sigma_{H^{(1)}}c/\sqrt{d_k}, $$
+
+    with $M_{QK}$ the query-key block of $M = WW^\top$ and $\Sigma$ the token covariance: query and key
+    enter at quadratic order. The 1-layer NQF is :class:`MeanQueryLogits` on $X$ with the layer-1 neurons
+    and readout $V^\top c$ (``collapse`` keeps $W^{(1)}$): the deep NQF without the layer-2 term, which is
+    $O(\|W^{(1)}\|^4\|W^{(2)}\|^2)$ at step 0.
+    """
+    for name, v in (("D", D), ("N", N), ("d_k", d_k)):
+        check_size(name, v)
+    key = jax.random.PRNGKey(81) if key is None else key
+    kV, kc = jax.random.split(key)
+    V = np.asarray(jax.random.normal(kV, (int(D), int(D)))) / np.sqrt(D)
+    c = np.asarray(jax.random.normal(kc, (int(D),))) / np.sqrt(D)
+    return DeepSingleHeadAttention(int(D), int(N), int(d_k), tuple(tuple(float(v) for v in row) for row in V),
+                                   tuple(float(v) for v in c))
