@@ -10,7 +10,11 @@ Each returns the solver's step counts.
 through ``args``, never through closures; the public functions are ``jax.jit``-ed with the
 vector field, solver and step budget as static arguments and everything else (data, initial
 condition, save times, tolerances) traced. A second call with new data of the same shapes, or a
-new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations).
+new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations). With JAX's persistent
+compilation cache on, :func:`gradient_flow` also stores its traced program as a ``jax.export``
+serialization next to that cache (:mod:`nqf.dynamics._export`, keyed by shapes, options and
+versions): the first call of a new process then skips Python tracing of diffrax's solve (1.2 s ->
+0.5 s at $m = 4096$, $p = 8$) and gets the same numbers, bit for bit.
 
 **Sufficient statistics or samples.** Under ZGZ, $H = \frac4m\sum_\mu(\mathrm{Tr}[MA_\mu] - y_\mu)A_\mu$
 (Eq. 27) is affine in $M$. With $u(S)$ the packed upper triangle of a symmetric $S$
@@ -72,6 +76,7 @@ from .._types import ArrayLike
 from .._types import Matrix
 from ..model._data import NQFData
 from ..model._model import check_order_parameter
+from . import _export
 from ._sharding import check_mesh
 from ._sharding import sharded_vmap
 
@@ -512,10 +517,15 @@ def gradient_flow(
     solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
     n = np.shape(M0)[0] if ndim == 3 else 1
     lanes = None if ndim == 2 else ("shared" if shared else "per-lane")
-    sol = _flow_jit(jnp.asarray(M0, dtype=float), data, jnp.asarray(ts_np), jnp.asarray(float(rtol)),
-                    jnp.asarray(float(atol)), lanes=lanes,
-                    statistics=_use_statistics(statistics, m, p, n if lanes == "shared" else 1),
-                    solver=solver, time=time, max_steps=max_steps, progress=progress, mesh=mesh)
+    # NumPy arrays and Python floats go to the program as they are: jnp.asarray would compile and run a
+    # small staging program for each of them on the first call of a process (the avals are the same).
+    args = (np.asarray(M0, dtype=float), data, ts_np, float(rtol), float(atol))
+    options = dict(lanes=lanes, statistics=_use_statistics(statistics, m, p, n if lanes == "shared" else 1),
+                   solver=solver, time=time, max_steps=max_steps, progress=progress, mesh=mesh)
+    out = None
+    if mesh is None and not progress:  # a sharded program or a progress bar's host callback: no export
+        out = _export.call("gradient_flow", _flow_jit, args, options)
+    sol = _flow_jit(*args, **options) if out is None else ODESolution(*out)
     return raise_if_failed(sol, "gradient_flow")
 
 
