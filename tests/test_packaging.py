@@ -51,3 +51,14 @@ def test_importing_nqf_creates_no_jax_array():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+def test_binder_environment_holds_every_dependency_of_nqf():
+    """postBuild installs nqf with ``--no-deps``: a dependency of pyproject.toml missing from
+    environment.yml would be missing on Binder."""
+    import tomllib
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    deps = _pins(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+    assert sorted(set(deps) - set(_pins(pip))) == [], "environment.yml lacks dependencies of nqf"
