@@ -147,8 +147,9 @@ class _Recorder(eqx.Module):
             if "probe_loss" in self.spec:
                 rec["probe_loss"] = mse(pred, args["py"])
         if "singular_values" in self.spec:
-            rec["singular_values"] = jnp.linalg.svd(self.linear_map(eqx.combine(tr, args["frozen"])),
-                                                    compute_uv=False)
+            L = self.linear_map(eqx.combine(tr, args["frozen"]))
+            ok = jnp.all(jnp.isfinite(L))  # a diverged run: NaN singular values, and no LAPACK error on stdout
+            rec["singular_values"] = jnp.where(ok, jnp.linalg.svd(jnp.where(ok, L, 0.0), compute_uv=False), jnp.nan)
         return rec
 
 
