@@ -1,6 +1,6 @@
 """Measure the book's cost against its budgets (BOOK.md) on a fresh clone, and record it.
 
-    .venv/bin/python benchmarks/bench_book.py [--here] [--warm] [--skip-test] [--skip-book]
+    .venv/bin/python benchmarks/bench_book.py [--here] [--warm] [--keep] [--skip-test] [--skip-book]
 
 What a new reader pays, measured as CI does it:
 
@@ -76,6 +76,7 @@ def fmt(s: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--here", action="store_true", help="measure this working tree, not a fresh clone")
+    ap.add_argument("--keep", action="store_true", help="keep the fresh clone afterwards (e.g. to run make check-site in it)")
     ap.add_argument("--warm", action="store_true", help="with --here: keep the JAX compilation cache")
     ap.add_argument("--skip-test", action="store_true", help="do not time `make test`")
     ap.add_argument("--skip-book", action="store_true", help="do not time `make book`")
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             mark += f" (command failed, exit {b['exit']})"
         print(f"  {b['what']:<48} {fmt(b['seconds']):>9}  {fmt(b['budget_seconds']):>9}   {mark}")
     print(f"\nwrote {RECORD.relative_to(ROOT)} (commit it: the reproduce page renders it)")
-    if scratch is not None and not failed_commands:
+    if scratch is not None and not failed_commands and not args.keep:
         shutil.rmtree(scratch, ignore_errors=True)
     elif scratch is not None:
         print(f"the clone is kept for inspection: {where}")
