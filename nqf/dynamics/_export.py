@@ -2,11 +2,21 @@ r"""Exported flows on disk: the first call of a new process skips tracing diffra
 
 With JAX's persistent compilation cache warm, a new process still traces the flow in Python
 (diffrax's loop, the Runge-Kutta stages, equinox's checks) and lowers it before the cache can hand
-back the executable: about 0.6 s of the 1.1-1.3 s first call at $m = 4096$, $p = 8$ (issue 21).
+back the executable: about 0.85 s (0.6 s tracing, 0.25 s lowering) of the 0.9-1.3 s first call at
+$m = 4096$, $p = 8$ (issue 21, profiled).
 :func:`call` stores the lowered program instead, as a ``jax.export`` serialization (StableHLO and
 its calling convention; needs the ``flatbuffers`` package), and a later process deserializes it
 and calls it: no Python tracing of the solve, and the executable still comes from JAX's cache
 (the program that ``Exported.call`` lowers is the same in every process, so its cache key is too).
+
+**Why not the executable itself.** ``jax.experimental.serialize_executable`` would skip the lowering
+and JAX's cache lookup too (0.15-0.25 s instead of 0.3-0.4 s), and runs the jit path's own program;
+but with jaxlib 0.10.2 on CPU, an executable that JAX's persistent cache handed back serializes into
+bytes that load and then fail to run (``NOT_FOUND: Function ... fusion not found``), and on a warm JAX
+cache every compilation is such a hand-back. The exported StableHLO has no such state: the price is
+that its portable form expands diffrax's 100 ``chlo.next_after`` into elementary ops (a larger program:
+a compilation on a cold cache takes up to 25 % longer, a solve 0-4 % longer, measured at
+$m = 4096$, $p = 8$; $m = 256$, $p = 32$; $m = 16$, $p = 8$).
 
 **Where.** In a folder ``nqf-export`` inside JAX's cache folder (``jax.config.jax_compilation_cache_dir``;
 JAX's own eviction only touches its ``*-cache`` files); with no cache folder, or
@@ -30,7 +40,6 @@ those of the normal path (``tests/test_flow_export.py``).
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -46,7 +55,6 @@ import numpy as np
 _LOG = logging.getLogger(__name__)
 FORMAT = b"nqf-export/1\n"  # first line of every file; a new layout gets a new one
 FOLDER = "nqf-export"
-_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "flatbuffers", "nqf")
 _JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_dtype_promotion",
                 "jax_numpy_rank_promotion", "jax_use_shardy_partitioner", "jax_dynamic_shapes")
 
@@ -79,18 +87,25 @@ def _source_digest() -> str:
 
 
 def environment() -> str:
-    """What besides the call decides the exported program (computed once per process)."""
+    """What besides the call decides the exported program (computed once per process; the modules'
+    versions, not the packages' metadata, which costs 0.1 s to read)."""
     global _environment
     if _environment is None:
-        versions = {}
-        for name in _PACKAGES:
-            try:
-                versions[name] = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                versions[name] = None
-        _environment = json.dumps({
-            "python": sys.version, "versions": versions, "nqf_sources": _source_digest(),
-        }, sort_keys=True)
+        import diffrax
+        import equinox
+        import jaxlib
+
+        from .. import __version__ as nqf_version
+
+        try:
+            import flatbuffers
+        except ImportError:  # then serializing fails and the callers take their normal path
+            flatbuffers = None
+        versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "diffrax": diffrax.__version__,
+                    "equinox": equinox.__version__, "flatbuffers": getattr(flatbuffers, "__version__", None),
+                    "nqf": nqf_version}
+        _environment = json.dumps({"python": sys.version, "versions": versions, "nqf_sources": _source_digest()},
+                                  sort_keys=True)
     return _environment
 
 
