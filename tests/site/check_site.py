@@ -25,7 +25,7 @@ What it does:
    ``\\(``) is left in a visible text node or in the tab title. A screenshot of each
    page is written to ``{out}/screens/``. Every figure has alt text and links its
    full-size image; figure text that renders below the style's smallest size (9 pt) is
-   listed (``--strict-figures`` makes it a failure).
+   a failure (``--no-strict-figures`` only lists it).
 3. The same pages on a 390-px phone: no element of the article wider than the screen
    unless a scroll box holds it (``{page}--phone.png``).
 4. The same pages with the system preferring dark: the theme follows it and the claims
@@ -670,8 +670,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "_build" / "site-check"))
     ap.add_argument("--full-page", action="store_true", help="screenshots of whole pages, not the first screen")
     ap.add_argument("--no-browser", action="store_true", help="static checks only")
-    ap.add_argument("--strict-figures", action="store_true",
-                    help="fail (not only report) when figure text renders below the style's smallest size")
+    ap.add_argument("--strict-figures", action=argparse.BooleanOptionalAction, default=True,
+                    help="fail when figure text renders below the style's smallest size (the default; "
+                         "--no-strict-figures only lists such figures)")
     args = ap.parse_args(argv)
     site, out = Path(args.site).resolve(), Path(args.out).resolve()
     if not (site / "index.html").is_file():
