@@ -461,7 +461,7 @@ class DeepSingleHeadAttention(DeepArchitecture):
         return feedforward_structure(jnp.outer(hbar, S @ c) / np.sqrt(self.d_k))
 
     def one_layer_form(self, M, mu, X):
-        r"""$\mathrm{Tr}[MA(X)]$ plus $f(0)$ of :class:`MeanQueryLogits` with readout $V^\top c$."""
+        r"""$\mathrm{Tr}[MA(X)]$ plus $f(0)$ of ``MeanQueryLogits`` with readout $V^\top c$."""
         V, c = self._consts(X.dtype)
         cc = V.T @ c
         S, xbar = _covariance(X)
@@ -494,7 +494,7 @@ def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Ar
        f = c^\top\bar h + \bar h^\top M^{(2)}_{QK}\Sigma_{H^{(1)}}c/\sqrt{d_k}, $$
 
     with $M_{QK}$ the query-key block of $M = WW^\top$ and $\Sigma$ the token covariance: query and key
-    enter at quadratic order. The 1-layer NQF is :class:`MeanQueryLogits` on $X$ with the layer-1 neurons
+    enter at quadratic order. The 1-layer NQF is ``MeanQueryLogits`` on $X$ with the layer-1 neurons
     and readout $V^\top c$ (``collapse`` keeps $W^{(1)}$): the deep NQF without the layer-2 term, which is
     $O(\|W^{(1)}\|^4\|W^{(2)}\|^2)$ at step 0.
     """
