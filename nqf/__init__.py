@@ -78,5 +78,5 @@ from .structure import structure_report as structure_report
 from .structure import StructureReport as StructureReport
 from .structure import structure_stack as structure_stack
 
-__version__ = "0.3.0"
+from ._version import __version__ as __version__
 __all__ = [name for name in dir() if not name.startswith("_")]

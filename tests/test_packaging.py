@@ -62,3 +62,11 @@ def test_binder_environment_holds_every_dependency_of_nqf():
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     deps = _pins(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
     assert sorted(set(deps) - set(_pins(pip))) == [], "environment.yml lacks dependencies of nqf"
+
+
+def test_package_version_is_pyproject_version():
+    import tomllib
+
+    import nqf
+
+    assert nqf.__version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

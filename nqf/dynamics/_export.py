@@ -95,7 +95,7 @@ def environment() -> str:
         import equinox
         import jaxlib
 
-        from .. import __version__ as nqf_version
+        from .._version import __version__ as nqf_version
 
         try:
             import flatbuffers

@@ -1,0 +1,3 @@
+"""The package version, at the ground floor so that any room can read it without importing nqf."""
+
+__version__ = "0.3.0"
