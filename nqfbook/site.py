@@ -44,7 +44,10 @@ def timings_markdown(root: Path, fidelity: str) -> str:
             f"{'cold' if bench.get('cold_jax_cache', True) else 'warm'} at the start"
             + (f", load average {load[0]:.1f} when it started" if load else "") + ")."
         )
-        lines += ["", "| chapter | quick fidelity | full fidelity |", "|---|---:|---:|"]
+        lines += ["", "Quick times are each chapter's wall time inside `make test`, which runs on two workers "
+                  "(a chapter shares the two cores with another chapter or the unit tests); full times are "
+                  "from `make book`, one chapter at a time.",
+                  "", "| chapter | quick fidelity | full fidelity |", "|---|---:|---:|"]
         ch = bench.get("chapters", {})
         for stem in sorted(ch):
             q, f = ch[stem].get("quick"), ch[stem].get("full")
