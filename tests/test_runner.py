@@ -691,3 +691,34 @@ def test_a_killed_run_is_repaired_by_the_next_run(tmp_path):
     assert lay.failed_nb(stem).read_text() == "half-run notebook"
     assert (lay.failed_outputs(stem) / "claims" / "ch07.json").read_text() == "half-written claims"
     assert not lay.previous(stem).exists() and not lay.record(stem).exists()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_parameter_help_states_the_defaults_the_chapter_uses(path):
+    """Each ``by_fidelity("name", name, fidelity, quick=..., full=...)`` reads a parameter of the cell tagged
+    ``parameters``, and where that parameter's help says ``(quick Q, full F)`` these are the defaults used
+    (``--list`` shows the help line, so it must not drift from the code)."""
+    import ast
+    import re
+
+    nb = nbformat.read(path, as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0].source
+    helps = dict(re.findall(r"^(\w+)\s*(?::[^=]+)?=[^#\n]*#(.*)$", params, re.M))
+    calls = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "by_fidelity":
+                kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                calls.append((ast.literal_eval(node.args[0]), kw["quick"], kw["full"]))
+    for name, quick, full in calls:
+        assert name in helps, f"{path.name}: by_fidelity reads {name!r}, which its parameters cell does not declare"
+        m = re.search(r"\((?:None: )?quick (\[[^\]]*\]|[^,]+), full (\[[^\]]*\]|[^;)]+)", helps[name])
+        if not m:
+            continue
+        try:
+            stated = (ast.literal_eval(m.group(1).strip()), ast.literal_eval(m.group(2).strip()))
+        except (ValueError, SyntaxError):
+            continue  # a description ("4 values"), not a literal
+        assert stated == (quick, full), f"{path.name}: `{name}` help says {stated}, the chapter uses {(quick, full)}"
