@@ -223,6 +223,8 @@ from test_flow_export import _M0, _data, TS
 sol = nqf.gradient_flow(_M0(3), _data(40, 3), TS)
 np.save({out!r}, np.asarray(sol.ys))
 print("TRACED", len(calls))
+from nqf.dynamics import _export
+print("STATE", _export.environment(), repr(_export._dynamic_environment()), "EQX_ON_ERROR" in __import__("os").environ)
 """
 
 
@@ -240,5 +242,8 @@ def test_a_new_process_calls_the_file_without_tracing(tmp_path, monkeypatch):
     run = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(ROOT / "tests"), out=str(out))],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "TRACED 0" in run.stdout, run.stdout + run.stderr[-3000:]
+    # on failure, both processes' key material side by side (the parent's first)
+    parent = f"STATE {_export.environment()} {_export._dynamic_environment()!r} {'EQX_ON_ERROR' in os.environ}"
+    files = sorted(p.name for p in (tmp_path / _export.FOLDER).glob("*"))
+    assert "TRACED 0" in run.stdout, f"{run.stdout}\nparent: {parent}\nfiles: {files}\n{run.stderr[-3000:]}"
     np.testing.assert_array_equal(np.load(out), np.asarray(ref.ys))
