@@ -204,39 +204,48 @@ def _mha_readout_form(M, xbar, D: int, d_k: int, d_v: int, o: int):
     return xbar @ jnp.trace(block, axis1=1, axis2=3)
 
 
-class MeanQueryAttention(Architecture):
-    r"""Multi-head attention (Prop. 2, value dimension $D$) on a sequence $X$ alone, queried by its
-    mean token: $f(X) = $ :func:`multihead_attention` at $(\bar x, X)$. The 1-layer NQF of Fig. 8."""
+class _MeanQuery(Architecture):
+    """An attention module on a sequence $X$ alone, queried by its mean token: ``inner`` at $(\bar x, X)$.
+    Subclasses name the module they wrap (``_inner``); the input check, structure and sampling are shared."""
 
     D: int = eqx.field(static=True)
     N: int = eqx.field(static=True)
     d_k: int = eqx.field(static=True)
 
-    name = "mean-query attention"
-
     @property
-    def _mha(self):
-        return multihead_attention(self.D, self.N, self.d_k, self.D)
+    def _inner(self) -> Architecture:
+        raise NotImplementedError
 
     @property
     def p(self) -> int:
-        return self._mha.p
+        return self._inner.p
 
     @property
     def describe(self) -> str:
-        return self._mha.describe.replace("x = (q, X)", "x = X, query = mean token")
+        return self._inner.describe.replace("x = (q, X)", "x = X, query = mean token")
 
     def apply(self, W, x):
         check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
         X = jnp.asarray(x)
-        return self._mha.apply(W, (X.mean(axis=1), X))
+        return self._inner.apply(W, (X.mean(axis=1), X))
 
     def structure(self, x):
         X = jnp.asarray(x)
-        return self._mha.structure((X.mean(axis=1), X))
+        return self._inner.structure((X.mean(axis=1), X))
 
     def sample_input(self, key):
         return _normal(key, (self.D, self.N))
+
+
+class MeanQueryAttention(_MeanQuery):
+    r"""Multi-head attention (Prop. 2, value dimension $D$) on a sequence $X$ alone, queried by its
+    mean token: $f(X) = $ :func:`multihead_attention` at $(\bar x, X)$. The 1-layer NQF of Fig. 8."""
+
+    name = "mean-query attention"
+
+    @property
+    def _inner(self):
+        return multihead_attention(self.D, self.N, self.d_k, self.D)
 
 
 class DeepAttention(DeepArchitecture):
@@ -345,41 +354,18 @@ def _covariance(X):
     return X @ X.T / X.shape[1] - jnp.outer(xbar, xbar), xbar
 
 
-class MeanQueryLogits(Architecture):
+class MeanQueryLogits(_MeanQuery):
     r"""Single-head attention logits (Prop. 4) on a sequence $X$ alone, queried by its mean token, with a
     fixed readout $c$: $f(X) = c^\top X\,\mathrm{softmax}(X^\top W^{K\top}W^Q\bar x/\sqrt{d_k})$, neurons the
     rows of $W^Q, W^K$. The 1-layer NQF of Fig. 8 under the Prop. 4 reading."""
 
-    D: int = eqx.field(static=True)
-    N: int = eqx.field(static=True)
-    d_k: int = eqx.field(static=True)
     c: tuple = eqx.field(static=True)
 
     name = "mean-query attention logits"
 
     @property
-    def _logits(self):
+    def _inner(self):
         return single_head_attention_logits(self.D, self.N, self.d_k, jnp.asarray(self.c))
-
-    @property
-    def p(self) -> int:
-        return 2 * self.D
-
-    @property
-    def describe(self) -> str:
-        return self._logits.describe.replace("x = (q, X)", "x = X, query = mean token")
-
-    def apply(self, W, x):
-        check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
-        X = jnp.asarray(x)
-        return self._logits.apply(W, (X.mean(axis=1), X))
-
-    def structure(self, x):
-        X = jnp.asarray(x)
-        return self._logits.structure((X.mean(axis=1), X))
-
-    def sample_input(self, key):
-        return _normal(key, (self.D, self.N))
 
 
 class DeepSingleHeadAttention(DeepArchitecture):
