@@ -57,7 +57,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 import nqf  # noqa: E402
-from nqf import dynamics, solutions  # noqa: E402
+from nqf import flow, solutions  # noqa: E402
 
 RTOL, ATOL = 1e-10, 1e-14
 TS = np.linspace(0.0, 5.0, 51)
@@ -114,7 +114,7 @@ def bench_single(m, p):
     """One row: the default call against scipy at the same rtol, interleaved, with each one's error
     against a tight reference; then scipy at the loosest tighter rtol whose error is at most nqf's
     (the ratio at equal accuracy), where one scipy solve takes under 3 s."""
-    from nqf.dynamics._flow import _use_statistics
+    from nqf.flow._flow import _use_statistics
 
     As, ys, M0 = problem(m, p)
     data = nqf.NQFData(As, ys)
@@ -167,7 +167,7 @@ def bench_single(m, p):
                 break
     row = {"m": m, "p": p, "load_average": load, "scipy_s": t_sc, "scipy_nfev": int(nfev), "scipy_err": sc_err,
            "nqf_s": t_nqf, "nqf_first_call_s": first, "nqf_err": nqf_err, "nqf_ratio": t_sc / t_nqf,
-           "nqf_path": "statistics" if auto else "samples", "nqf_solver": nqf.dynamics._flow.choose_solver("auto", RTOL),
+           "nqf_path": "statistics" if auto else "samples", "nqf_solver": nqf.flow._flow.choose_solver("auto", RTOL),
            "nqf_steps": steps, "nqf_data_s": t_data, "nqf_solve_s": t_solve, "nqf_tuned_ratio": t_sc / t_solve,
            "nqf_ms_per_step": 1e3 * t_solve / max(steps, 1), "nqf_other_path_s": t_other,
            "cost_model_right": None if t_other is None else bool(t_other >= t_solve),
@@ -186,7 +186,7 @@ def profile_row(row):
     """Where the time of one default call goes, each part timed side by side with the call itself
     (interleaved, best of several): building ``NQFData``, the argument checks, the statistics (or packed
     samples), the solve's steps; "dispatch" is what is left (jit dispatch, pytree flattening)."""
-    from nqf.dynamics import _flow
+    from nqf.flow import _flow
 
     m, p = row["m"], row["p"]
     As, ys, M0 = problem(m, p)
@@ -306,7 +306,7 @@ print("COLD", t1 - t0, t3 - t2, t4 - t3, load)
 # Per repeat, in a new cache folder, four new processes in this order: the default call with the JAX
 # cache and nqf's exported flows empty, again with both warm, then with the export cache off
 # (NQF_EXPORT_CACHE=0, the plain jit path: its program is not the exported one's, so its first process
-# compiles it) and again with that warm: the first call's time before and after nqf/dynamics/_export.py.
+# compiles it) and again with that warm: the first call's time before and after nqf/flow/_export.py.
 COLD_RUNS = (("empty_cache", {}), ("warm_cache", {}),
              ("empty_cache_no_export", {"NQF_EXPORT_CACHE": "0"}), ("warm_cache_no_export", {"NQF_EXPORT_CACHE": "0"}))
 COLD_REPEATS = 3
@@ -435,7 +435,7 @@ def main(argv=None) -> int:
                        "jax": jax.__version__, "load_average": list(os.getloadavg())},
            "settings": {"rtol": RTOL, "atol": ATOL, "save_times": len(TS), "t_max": float(TS[-1]),
                         "nqf_call": "nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts, rtol=1e-10), default options",
-                        "nqf_solver": nqf.dynamics._flow.choose_solver("auto", RTOL), "scipy_method": "DOP853"},
+                        "nqf_solver": nqf.flow._flow.choose_solver("auto", RTOL), "scipy_method": "DOP853"},
            "single": single, "profile_slowest": slowest, "sweep64": sweep64, "eps_sweep": eps_sweep, "cold": cold, "targets": targets,
            "seconds": time.perf_counter() - t_start}
     targets.append({"what": "the whole benchmark within 5 minutes", "measured": f"{rec['seconds']:.0f} s",

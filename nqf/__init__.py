@@ -19,7 +19,9 @@ Everything else lives in the namespaces, one room per idea:
 * :mod:`nqf.architectures` — modules with closed-form $A(x)$ (Tables 1 and 3);
 * :mod:`nqf.structure` — $A(x)$ by autodiff, Theorem 1's check, the expansion;
 * :mod:`nqf.model` — the NQF on $(M, \mu)$: outputs, loss, $H$, NTK;
-* :mod:`nqf.dynamics` — exact discrete updates, compression, the gradient flow, optax training;
+* :mod:`nqf.updates` — the exact discrete maps on $(M, \mu)$ (Thms 2, 14), compression;
+* :mod:`nqf.flow` — the gradient flow (Eq. 28);
+* :mod:`nqf.training` — the trainer, a module beside its NQF, the agreement rule;
 * :mod:`nqf.solutions` — Lotka–Volterra and the closed forms of Secs. 5–6;
 * :mod:`nqf.datasets` — data built to satisfy (or break) the assumptions;
 * :mod:`nqf.pipeline` — what the chapters import (claims, figure style, measurement helpers).
@@ -30,25 +32,27 @@ The library never changes global JAX flags; enable float64 yourself with
 
 from . import architectures as architectures
 from . import datasets as datasets
-from . import dynamics as dynamics
+from . import flow as flow
+from . import training as training
+from . import updates as updates
 from . import model as model
 from . import solutions as solutions
 from . import structure as structure
 from .architectures import Architecture as Architecture
 from .architectures import two_layer_mlp as two_layer_mlp
-from .dynamics import compare_with_nqf as compare_with_nqf
-from .dynamics import Comparison as Comparison
-from .dynamics import first_exceedance as first_exceedance
-from .dynamics import gradient_flow as gradient_flow
-from .dynamics import log_times as log_times
-from .dynamics import nqf_sgd as nqf_sgd
-from .dynamics import nqf_sgd_step as nqf_sgd_step
-from .dynamics import optimizer as optimizer
-from .dynamics import same_statistics as same_statistics
-from .dynamics import SGDState as SGDState
-from .dynamics import train as train
-from .dynamics import Training as Training
-from .dynamics import train_weights as train_weights
+from .training import compare_with_nqf as compare_with_nqf
+from .training import Comparison as Comparison
+from .training import first_exceedance as first_exceedance
+from .flow import gradient_flow as gradient_flow
+from .flow import log_times as log_times
+from .updates import nqf_sgd as nqf_sgd
+from .updates import nqf_sgd_step as nqf_sgd_step
+from .training import optimizer as optimizer
+from .updates import same_statistics as same_statistics
+from .updates import SGDState as SGDState
+from .training import train as train
+from .training import Training as Training
+from .training import train_weights as train_weights
 from .model import flow_field as flow_field
 from .model import NQFData as NQFData
 from .model import h_matrix as h_matrix

@@ -29,7 +29,7 @@ import pytest
 from helpers import BAD_INPUT
 
 import nqf
-from nqf import architectures, datasets, dynamics, model, solutions, structure
+from nqf import architectures, datasets, flow, model, solutions, structure, training, updates
 
 
 class Case(NamedTuple):
@@ -98,7 +98,7 @@ def _good_data():
 
 
 def _state():
-    return dynamics.sgd_state(M0, MU0)
+    return updates.sgd_state(M0, MU0)
 
 
 def _sym_not_psd():
@@ -236,68 +236,68 @@ case("ntk mu wrong length", BAD_INPUT, "mu")(lambda: model.ntk(M0, jnp.ones(4), 
 
 # ------------------------------------------------------------------ dynamics
 case("nqf_sgd batch index 10 with m=4 silent", ValueError, "batches")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[0, 10]]), eta=0.1, d=3))
+    lambda: updates.nqf_sgd(_state(), DATA, jnp.array([[0, 10]]), eta=0.1, d=3))
 case("nqf_sgd batch index -7 silent", ValueError, "batches")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[-7, 1]]), eta=0.1, d=3))
+    lambda: updates.nqf_sgd(_state(), DATA, jnp.array([[-7, 1]]), eta=0.1, d=3))
 case("nqf_sgd batch indices float", TypeError, "batches")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([[0.0, 1.0]]), eta=0.1, d=3))
+    lambda: updates.nqf_sgd(_state(), DATA, jnp.array([[0.0, 1.0]]), eta=0.1, d=3))
 case("nqf_sgd batches 1-d", BAD_INPUT, "batches")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, jnp.array([0, 1]), eta=0.1, d=3))
-case("nqf_sgd d=2.5 silent", TypeError, "d")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=2.5))
-case("nqf_sgd d=0", ValueError, "d")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=0))
-case("nqf_sgd eta=-0.1", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
-case("nqf_sgd eta=nan", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=float("nan"), d=3))
-case("nqf_sgd eta='0.1'", TypeError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta="0.1", d=3))
+    lambda: updates.nqf_sgd(_state(), DATA, jnp.array([0, 1]), eta=0.1, d=3))
+case("nqf_sgd d=2.5 silent", TypeError, "d")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=2.5))
+case("nqf_sgd d=0", ValueError, "d")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=0))
+case("nqf_sgd eta=-0.1", ValueError, "eta")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
+case("nqf_sgd eta=nan", ValueError, "eta")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=float("nan"), d=3))
+case("nqf_sgd eta='0.1'", TypeError, "eta")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta="0.1", d=3))
 case("nqf_sgd momentum=1.5", ValueError, "momentum")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.5))
+    lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.5))
 case("nqf_sgd weight_decay=-1", ValueError, "weight_decay")(
-    lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, weight_decay=-1.0))
+    lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, weight_decay=-1.0))
 case("nqf_sgd data not NQFData", TypeError, "data")(
-    lambda: dynamics.nqf_sgd(_state(), (jnp.ones((4, 3, 3)), jnp.ones(4)), BATCHES, eta=0.1, d=3))
-case("nqf_sgd state not a state", TypeError, "state")(lambda: dynamics.nqf_sgd(M0, DATA, BATCHES, eta=0.1, d=3))
+    lambda: updates.nqf_sgd(_state(), (jnp.ones((4, 3, 3)), jnp.ones(4)), BATCHES, eta=0.1, d=3))
+case("nqf_sgd state not a state", TypeError, "state")(lambda: updates.nqf_sgd(M0, DATA, BATCHES, eta=0.1, d=3))
 case("nqf_sgd_step M not PSD silent", ValueError, "M")(
-    lambda: dynamics.nqf_sgd_step(dynamics.sgd_state(_sym_not_psd(), MU0), DATA, eta=0.1, d=3))
-case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: dynamics.nqf_sgd_step(_state(), DATA, eta=0.1, d=2.5))
-case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: dynamics.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
-case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: dynamics.sgd_state(M0, jnp.ones(4)))
-case("sgd_state M not square", BAD_INPUT, "M")(lambda: dynamics.sgd_state(jnp.ones((3, 2)), MU0))
+    lambda: updates.nqf_sgd_step(updates.sgd_state(_sym_not_psd(), MU0), DATA, eta=0.1, d=3))
+case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: updates.nqf_sgd_step(_state(), DATA, eta=0.1, d=2.5))
+case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: updates.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
+case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: updates.sgd_state(M0, jnp.ones(4)))
+case("sgd_state M not square", BAD_INPUT, "M")(lambda: updates.sgd_state(jnp.ones((3, 2)), MU0))
 case("nqf_momentum beta=1", ValueError, "beta")(
-    lambda: dynamics.nqf_momentum(_state(), DATA, BATCHES, eta=0.1, d=3, beta=1.0))
+    lambda: updates.nqf_momentum(_state(), DATA, BATCHES, eta=0.1, d=3, beta=1.0))
 case("nqf_momentum batch index 4 with m=4", ValueError, "batches")(
-    lambda: dynamics.nqf_momentum(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3))
-case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: dynamics.gradient_flow(M0, DATA, TS, rtol=-1.0))
-case("gradient_flow rtol=0", ValueError, "rtol")(lambda: dynamics.gradient_flow(M0, DATA, TS, rtol=0.0))
-case("gradient_flow atol=inf", ValueError, "atol")(lambda: dynamics.gradient_flow(M0, DATA, TS, atol=float("inf")))
+    lambda: updates.nqf_momentum(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3))
+case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=-1.0))
+case("gradient_flow rtol=0", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=0.0))
+case("gradient_flow atol=inf", ValueError, "atol")(lambda: flow.gradient_flow(M0, DATA, TS, atol=float("inf")))
 case("gradient_flow solver unknown", ValueError, "solver")(
-    lambda: dynamics.gradient_flow(M0, DATA, TS, solver="euler-ish"))
-case("gradient_flow time unknown", ValueError, "time")(lambda: dynamics.gradient_flow(M0, DATA, TS, time="loglog"))
+    lambda: flow.gradient_flow(M0, DATA, TS, solver="euler-ish"))
+case("gradient_flow time unknown", ValueError, "time")(lambda: flow.gradient_flow(M0, DATA, TS, time="loglog"))
 case("gradient_flow ts decreasing", ValueError, "ts")(
-    lambda: dynamics.gradient_flow(M0, DATA, jnp.array([0.0, 2.0, 1.0])))
-case("gradient_flow ts 2-d", BAD_INPUT, "ts")(lambda: dynamics.gradient_flow(M0, DATA, jnp.ones((2, 2))))
+    lambda: flow.gradient_flow(M0, DATA, jnp.array([0.0, 2.0, 1.0])))
+case("gradient_flow ts 2-d", BAD_INPUT, "ts")(lambda: flow.gradient_flow(M0, DATA, jnp.ones((2, 2))))
 case("gradient_flow ts with NaN", ValueError, "ts")(
-    lambda: dynamics.gradient_flow(M0, DATA, jnp.array([0.0, jnp.nan])))
-case("gradient_flow M0 wrong size", BAD_INPUT, "M0")(lambda: dynamics.gradient_flow(jnp.eye(4), DATA, TS))
-case("gradient_flow M0 not PSD", ValueError, "M0")(lambda: dynamics.gradient_flow(_sym_not_psd(), DATA, TS))
+    lambda: flow.gradient_flow(M0, DATA, jnp.array([0.0, jnp.nan])))
+case("gradient_flow M0 wrong size", BAD_INPUT, "M0")(lambda: flow.gradient_flow(jnp.eye(4), DATA, TS))
+case("gradient_flow M0 not PSD", ValueError, "M0")(lambda: flow.gradient_flow(_sym_not_psd(), DATA, TS))
 case("gradient_flow max_steps=0", ValueError, "max_steps")(
-    lambda: dynamics.gradient_flow(M0, DATA, TS, max_steps=0))
+    lambda: flow.gradient_flow(M0, DATA, TS, max_steps=0))
 case("gradient_flow max_steps=10.5", TypeError, "max_steps")(
-    lambda: dynamics.gradient_flow(M0, DATA, TS, max_steps=10.5))
+    lambda: flow.gradient_flow(M0, DATA, TS, max_steps=10.5))
 case("gradient_flow data not NQFData", TypeError, "data")(
-    lambda: dynamics.gradient_flow(M0, (jnp.ones((4, 3, 3)), jnp.ones(4)), TS))
-case("gradient_flow M0 4-d", BAD_INPUT, "M0")(lambda: dynamics.gradient_flow(M0[None, None], DATA, TS))
+    lambda: flow.gradient_flow(M0, (jnp.ones((4, 3, 3)), jnp.ones(4)), TS))
+case("gradient_flow M0 4-d", BAD_INPUT, "M0")(lambda: flow.gradient_flow(M0[None, None], DATA, TS))
 case("gradient_flow batch max_steps=0", ValueError, "max_steps")(
-    lambda: dynamics.gradient_flow(M0[None], DATA, TS, max_steps=0))
+    lambda: flow.gradient_flow(M0[None], DATA, TS, max_steps=0))
 case("gradient_flow batch M0 not PSD", ValueError, "M0")(
-    lambda: dynamics.gradient_flow(_sym_not_psd()[None], DATA, TS))
+    lambda: flow.gradient_flow(_sym_not_psd()[None], DATA, TS))
 case("gradient_flow progress not bool", TypeError, "progress")(
-    lambda: dynamics.gradient_flow(M0, DATA, TS, progress="yes"))
+    lambda: flow.gradient_flow(M0, DATA, TS, progress="yes"))
 case("gradient_flow mesh without a batch", ValueError, "mesh")(
-    lambda: dynamics.gradient_flow(M0, DATA, TS, mesh=dynamics.batch_mesh()))
-case("log_times n=1 silent", ValueError, "n")(lambda: dynamics.log_times(10.0, n=1))
-case("log_times n=0", ValueError, "n")(lambda: dynamics.log_times(10.0, n=0))
-case("log_times n=2.5", TypeError, "n")(lambda: dynamics.log_times(10.0, n=2.5))
-case("log_times t_max=-1", ValueError, "t_max")(lambda: dynamics.log_times(-1.0))
-case("log_times t_min > t_max", ValueError, "t_min")(lambda: dynamics.log_times(1.0, t_min=5.0))
+    lambda: flow.gradient_flow(M0, DATA, TS, mesh=flow.batch_mesh()))
+case("log_times n=1 silent", ValueError, "n")(lambda: flow.log_times(10.0, n=1))
+case("log_times n=0", ValueError, "n")(lambda: flow.log_times(10.0, n=0))
+case("log_times n=2.5", TypeError, "n")(lambda: flow.log_times(10.0, n=2.5))
+case("log_times t_max=-1", ValueError, "t_max")(lambda: flow.log_times(-1.0))
+case("log_times t_min > t_max", ValueError, "t_min")(lambda: flow.log_times(1.0, t_min=5.0))
 
 
 def _loss(W, batch):
@@ -306,33 +306,33 @@ def _loss(W, batch):
 
 for _bad, _label in [("sgd", "string"), (optax.sgd, "uncalled factory"), (None, "None"), (0.1, "float")]:
     case(f"train_weights optimizer {_label}", TypeError, "optimizer")(
-        lambda _bad=_bad: dynamics.train_weights(_loss, jnp.ones(3), _bad, 5))
+        lambda _bad=_bad: training.train_weights(_loss, jnp.ones(3), _bad, 5))
 case("train_weights num_steps=0", ValueError, "num_steps")(
-    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 0))
+    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 0))
 case("train_weights num_steps=2.5", TypeError, "num_steps")(
-    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 2.5))
+    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 2.5))
 case("train_weights loss_fn not callable", TypeError, "loss_fn")(
-    lambda: dynamics.train_weights("mse", jnp.ones(3), optax.sgd(0.1), 5))
+    lambda: training.train_weights("mse", jnp.ones(3), optax.sgd(0.1), 5))
 case("train_weights record not callable", TypeError, "record")(
-    lambda: dynamics.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 5, record=1))
+    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 5, record=1))
 case("compare_with_nqf optimizer string", TypeError, "optimizer")(
-    lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
+    lambda: training.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
 case("compare_with_nqf num_steps=0", ValueError, "num_steps")(
-    lambda: dynamics.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, optax.sgd(0.1), 0))
+    lambda: training.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, optax.sgd(0.1), 0))
 case("compare_with_nqf key=42", TypeError, "key")(
-    lambda: dynamics.compare_with_nqf(_mlp(), 0.1 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)),
+    lambda: training.compare_with_nqf(_mlp(), 0.1 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)),
                                       optax.sgd(0.1), 5, key=42))
 case("compare_with_nqf module not callable", TypeError, "module")(
-    lambda: dynamics.compare_with_nqf("mlp", jnp.ones((4, 3)), None, optax.sgd(0.1), 5))
-case("compress d=0", ValueError, "d")(lambda: dynamics.compress(_state(), DATA, d=0, eta=0.1))
-case("compress eta=-1", ValueError, "eta")(lambda: dynamics.compress(_state(), DATA, d=3, eta=-1.0))
-case("compress rtol=0", ValueError, "rtol")(lambda: dynamics.compress(_state(), DATA, d=3, eta=0.1, rtol=0.0))
-case("weights_from_statistics d=0", ValueError, "d")(lambda: dynamics.weights_from_statistics(M0, MU0, 0))
+    lambda: training.compare_with_nqf("mlp", jnp.ones((4, 3)), None, optax.sgd(0.1), 5))
+case("compress d=0", ValueError, "d")(lambda: updates.compress(_state(), DATA, d=0, eta=0.1))
+case("compress eta=-1", ValueError, "eta")(lambda: updates.compress(_state(), DATA, d=3, eta=-1.0))
+case("compress rtol=0", ValueError, "rtol")(lambda: updates.compress(_state(), DATA, d=3, eta=0.1, rtol=0.0))
+case("weights_from_statistics d=0", ValueError, "d")(lambda: updates.weights_from_statistics(M0, MU0, 0))
 case("weights_from_statistics M not PSD", ValueError, "M")(
-    lambda: dynamics.weights_from_statistics(_sym_not_psd(), MU0, 3))
+    lambda: updates.weights_from_statistics(_sym_not_psd(), MU0, 3))
 case("weights_from_statistics mu wrong length", BAD_INPUT, "mu")(
-    lambda: dynamics.weights_from_statistics(M0, jnp.ones(2), 3))
-case("same_statistics W 1-d", BAD_INPUT, "W")(lambda: dynamics.same_statistics(jnp.ones(3)))
+    lambda: updates.weights_from_statistics(M0, jnp.ones(2), 3))
+case("same_statistics W 1-d", BAD_INPUT, "W")(lambda: updates.same_statistics(jnp.ones(3)))
 
 # ----------------------------------------------------------------- solutions
 case("switch_on_time C_kk=-1 silent", ValueError, "C_kk")(lambda: solutions.switch_on_time(1.0, C_kk=-1.0, z0=1e-3))
@@ -422,7 +422,7 @@ case("step_deviation margin=-1", ValueError, "margin")(
 case("NQFData.subset index out of range silent", ValueError, "index")(lambda: DATA.subset(jnp.array([0, M_])))
 case("NQFData.subset negative index silent", ValueError, "index")(lambda: DATA.subset(jnp.array([-1])))
 case("NQFData.subset float index", TypeError, "index")(lambda: DATA.subset(np.array([0.5])))
-case("nqf_sgd eta<0 silent", ValueError, "eta")(lambda: dynamics.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
+case("nqf_sgd eta<0 silent", ValueError, "eta")(lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=-0.1, d=3))
 case("lv_coefficients all-zero A silent", ValueError, "data")(
     lambda: solutions.lv_coefficients(model.NQFData(jnp.zeros((M_, P_, P_)), jnp.ones(M_))))
 case("structure_report module returns NaN silent", ValueError, "module")(
@@ -445,67 +445,67 @@ def _quad(w, batch, args):
 _XY = (jnp.ones((6, 3)), jnp.ones(6))
 for _label, _bad in [("string", "adam"), ("uncalled factory", optax.sgd), ("None", None), ("int", 3)]:
     case(f"train optimizer {_label}", TypeError, "optimizer")(
-        lambda _bad=_bad: dynamics.train(_quad, jnp.ones(3), _bad, num_steps=3, data=_XY))
+        lambda _bad=_bad: training.train(_quad, jnp.ones(3), _bad, num_steps=3, data=_XY))
     case(f"train_side_by_side optimizer {_label}", TypeError, "optimizer")(
-        lambda _bad=_bad: dynamics.train_side_by_side((_mlp().apply,), (jnp.ones((1, 4, 2)),), _bad,
+        lambda _bad=_bad: training.train_side_by_side((_mlp().apply,), (jnp.ones((1, 4, 2)),), _bad,
                                                       (jnp.ones((1, 5, 3)), jnp.ones((1, 5))),
                                                       (jnp.ones((1, 5, 3)), jnp.ones((1, 5))), 2))
 case("train num_steps=2.5", TypeError, "num_steps")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2.5, data=_XY))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2.5, data=_XY))
 case("train num_steps=0", ValueError, "num_steps")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=0, data=_XY))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=0, data=_XY))
 case("train loss not callable", TypeError, "loss")(
-    lambda: dynamics.train("mse", jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY))
+    lambda: training.train("mse", jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY))
 case("train loss returns a vector", TypeError, "loss")(
-    lambda: dynamics.train(lambda w, b, a: w**2, jnp.ones(3), optax.sgd(0.1), num_steps=3))
+    lambda: training.train(lambda w, b, a: w**2, jnp.ones(3), optax.sgd(0.1), num_steps=3))
 case("train integer params", TypeError, "params0")(
-    lambda: dynamics.train(_quad, jnp.array([1, 2, 3]), optax.sgd(0.1), num_steps=3, data=_XY))
+    lambda: training.train(_quad, jnp.array([1, 2, 3]), optax.sgd(0.1), num_steps=3, data=_XY))
 case("train NaN params silent", ValueError, "params0")(
-    lambda: dynamics.train(_quad, jnp.array([1.0, jnp.nan, 0.0]), optax.sgd(0.1), num_steps=3, data=_XY))
+    lambda: training.train(_quad, jnp.array([1.0, jnp.nan, 0.0]), optax.sgd(0.1), num_steps=3, data=_XY))
 case("train diverges, on_divergence=raise", RuntimeError, "learning_rate")(
-    lambda: dynamics.train(_quad, jnp.ones(3), dynamics.optimizer("sgd", 1e3), num_steps=100, data=_XY,
+    lambda: training.train(_quad, jnp.ones(3), training.optimizer("sgd", 1e3), num_steps=100, data=_XY,
                            on_divergence="raise"))
 case("train on_divergence unknown", ValueError, "on_divergence")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY, on_divergence="stop"))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY, on_divergence="stop"))
 case("train record_every does not divide", ValueError, "record_every")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=5, data=_XY, record_every=2))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=5, data=_XY, record_every=2))
 case("train batches out of range silent", ValueError, "batches")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, data=_XY, batches=jnp.array([[0, 9]] * 2)))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, data=_XY, batches=jnp.array([[0, 9]] * 2)))
 case("train sample without key", ValueError, "key")(
-    lambda: dynamics.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, sample=lambda k, a: _XY))
-case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: dynamics.optimizer("sgd", -0.1))
-case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: dynamics.optimizer("sgd", float("nan")))
-case("optimizer unknown name", ValueError, "name")(lambda: dynamics.optimizer("sgdd", 0.1))
-case("optimizer hyperparameter list", TypeError, "momentum")(lambda: dynamics.optimizer("sgd", 0.1, momentum=[0.9]))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, sample=lambda k, a: _XY))
+case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: training.optimizer("sgd", -0.1))
+case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: training.optimizer("sgd", float("nan")))
+case("optimizer unknown name", ValueError, "name")(lambda: training.optimizer("sgdd", 0.1))
+case("optimizer hyperparameter list", TypeError, "momentum")(lambda: training.optimizer("sgd", 0.1, momentum=[0.9]))
 case("train_weights batches wrong length", ValueError, "batches")(
-    lambda: dynamics.train_weights(lambda w, b: jnp.sum(w), jnp.ones(3), optax.sgd(0.1), 4, batches=jnp.ones((3, 2))))
+    lambda: training.train_weights(lambda w, b: jnp.sum(w), jnp.ones(3), optax.sgd(0.1), 4, batches=jnp.ones((3, 2))))
 case("full_batch_gd eta<0 silent", ValueError, "eta")(
-    lambda: dynamics.full_batch_gd(jnp.eye(P_), DATA, eta=-0.1, num_steps=3))
+    lambda: training.full_batch_gd(jnp.eye(P_), DATA, eta=-0.1, num_steps=3))
 case("fourier_nqf_gd every does not divide", ValueError, "every")(
-    lambda: dynamics.fourier_nqf_gd(jnp.ones((1, 2, 3)), jnp.ones((1, 3)), jnp.ones((1, 3)), 0.1, 5, every=2))
+    lambda: training.fourier_nqf_gd(jnp.ones((1, 2, 3)), jnp.ones((1, 3)), jnp.ones((1, 3)), 0.1, 5, every=2))
 case("online_teacher_student eta<0 silent", ValueError, "eta")(
-    lambda: dynamics.online_teacher_student(_mlp(), _mlp(), jnp.ones((1, 4, 2)), jnp.ones((1, 4, 2)),
+    lambda: training.online_teacher_student(_mlp(), _mlp(), jnp.ones((1, 4, 2)), jnp.ones((1, 4, 2)),
                                             jax.random.split(jax.random.PRNGKey(0), 1), eta=-0.1, batch=2, steps=4,
                                             record_every=2))
 case("compare_with_nqf float32 model", ValueError, "W0")(
-    lambda: dynamics.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3), jnp.float32),
+    lambda: training.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3), jnp.float32),
                                       (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), 2))
 case("compare_with_nqf optimizer uncalled factory", TypeError, "optimizer")(
-    lambda: dynamics.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, 2))
+    lambda: training.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, 2))
 case("first_exceedance gap without time axis", BAD_INPUT, "gap")(
-    lambda: dynamics.first_exceedance(np.arange(3), np.float64(0.1), 0.1))
-case("relative_gap shapes differ", ValueError, "a")(lambda: dynamics.relative_gap(np.ones((3, 2)), np.ones((3, 3))))
+    lambda: training.first_exceedance(np.arange(3), np.float64(0.1), 0.1))
+case("relative_gap shapes differ", ValueError, "a")(lambda: training.relative_gap(np.ones((3, 2)), np.ones((3, 3))))
 
 
 def test_a_diverging_nqf_sgd_run_warns_naming_eta():
     with pytest.warns(RuntimeWarning, match="`eta`"):
-        run = dynamics.nqf_sgd(_state(), DATA, jnp.tile(jnp.arange(M_), (60, 1)), eta=1e3, d=3)
+        run = updates.nqf_sgd(_state(), DATA, jnp.tile(jnp.arange(M_), (60, 1)), eta=1e3, d=3)
     assert not np.all(np.isfinite(np.asarray(run.M[-1])))
 
 
 def test_a_diverging_training_run_is_flagged_not_silent():
     with pytest.warns(RuntimeWarning, match="diverged"):
-        res = dynamics.train(_quad, jnp.ones(3), dynamics.optimizer("sgd", 1e3), num_steps=100, data=_XY)
+        res = training.train(_quad, jnp.ones(3), training.optimizer("sgd", 1e3), num_steps=100, data=_XY)
     assert bool(res.diverged) and int(res.first_nonfinite) >= 0
 
 
@@ -567,7 +567,7 @@ def test_unhashable_callable_module_is_accepted():
 def test_out_of_range_batch_indices_under_jit_raise_naming_the_argument():
     """Under a caller's ``jit`` the indices are traced: ``equinox.error_if`` checks them at run time."""
     state = _state()
-    run = jax.jit(lambda b: dynamics.nqf_sgd(state, DATA, b, eta=0.1, d=3).M)
+    run = jax.jit(lambda b: updates.nqf_sgd(state, DATA, b, eta=0.1, d=3).M)
     assert np.all(np.isfinite(np.asarray(run(BATCHES))))
     with pytest.raises(Exception, match="`batches` must hold sample indices in \\[0, 4\\)"):
         jax.block_until_ready(run(jnp.array([[0, 10]])))

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 import nqf
-from nqf.dynamics import SGDState, nqf_sgd, nqf_sgd_step, same_statistics, sgd_state, statistics, step_prediction_error, weight_outputs, weights_from_statistics
+from nqf.updates import SGDState, nqf_sgd, nqf_sgd_step, same_statistics, sgd_state, statistics, step_prediction_error, weight_outputs, weights_from_statistics
 from nqf.model import NQFData
 from helpers import BAD_INPUT, general_nqf_data
 
@@ -69,7 +69,7 @@ def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
         assert float(jnp.max(jnp.abs(mu_run - closed.mu))) < 1e-12
     assert float(jnp.max(jnp.abs(closed.M[-1] - closed.M[0]))) > 1e-3  # it did move
     # the aliases of Cor. 2 are the same implementation
-    again = nqf.dynamics.nqf_momentum(statistics(Wa), data, batches, eta=eta, d=d, beta=beta, weight_decay=wd)
+    again = nqf.updates.nqf_momentum(statistics(Wa), data, batches, eta=eta, d=d, beta=beta, weight_decay=wd)
     assert float(jnp.max(jnp.abs(again.M - closed.M))) == 0.0
 
 
@@ -88,7 +88,7 @@ def test_one_update_serves_step_scan_and_state_forms():
 
 
 def test_nqf_sgd_compiles_once_per_shape():
-    from nqf.dynamics._discrete import _sgd_scan
+    from nqf.updates._discrete import _sgd_scan
 
     data = _data(seed=16)
     p, d = data.p, 4
@@ -218,10 +218,10 @@ def test_same_statistics_and_prediction_reject_bad_input():
 
 
 def test_trajectory_functions_compile_once_per_shape():
-    from nqf.dynamics._compression import _lipschitz_on_segments
-    from nqf.dynamics._discrete import _prediction_errors
+    from nqf.updates._compression import _lipschitz_on_segments
+    from nqf.updates._discrete import _prediction_errors
     from nqf.model._ntk import _ntk_traj
-    from nqf.dynamics import update_lipschitz
+    from nqf.updates import update_lipschitz
     from nqf.model import ntk_trajectory
 
     batches = jnp.zeros((3, 2), dtype=int)

@@ -9,7 +9,7 @@ import pytest
 
 import nqf
 from helpers import BAD_INPUT
-from nqf.dynamics import compare_with_nqf
+from nqf.training import compare_with_nqf
 from nqf.structure import check_hypotheses
 
 
@@ -145,7 +145,7 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
     W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (2, 8, 4))
     quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731  Prop. 1 with tanh'(0) = 1: Tr[W W^T A(x)] = V U^T x
     idx = jax.random.randint(jax.random.PRNGKey(5), (30, 8), 0, 40)
-    for opt, batches in ((optax.sgd(0.1), None), (nqf.dynamics.optimizer("adam", 0.01), idx)):
+    for opt, batches in ((optax.sgd(0.1), None), (nqf.training.optimizer("adam", 0.01), idx)):
         kw = dict(probe=xs[:7], probe_targets=ys[:7], track=("loss", "probe_loss", "outputs"), batches=batches)
         ref = compare_with_nqf(arch, W0, (xs, ys), opt, 30, **kw)
         for form in ("structure", quad):

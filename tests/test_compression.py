@@ -10,8 +10,8 @@ import optax
 import pytest
 
 import nqf
-from nqf.dynamics import statistics, weight_outputs
-from nqf.dynamics import compress, compression_bound, compression_error, structure_span, update_lipschitz
+from nqf.updates import statistics, weight_outputs
+from nqf.updates import compress, compression_bound, compression_error, structure_span, update_lipschitz
 from nqf.model import NQFData
 from helpers import BAD_INPUT
 

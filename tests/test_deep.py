@@ -9,8 +9,8 @@ import optax
 import pytest
 
 from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
-from nqf.dynamics import (deep_nqf_gd, deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, train_weights,
-                          weights_from_statistics)
+from nqf.training import deep_nqf_gd, train_weights
+from nqf.updates import deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, weights_from_statistics
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
 
 from helpers import BAD_INPUT

@@ -74,7 +74,7 @@ def test_model_functions_take_nqf_data():
     M, mu = W @ W.T, W.sum(axis=1)
     want = f0 + gs @ mu + jnp.einsum("i,mij,j->m", mu, Bs, mu) + jnp.einsum("ij,mji->m", M, As)
     np.testing.assert_allclose(nqf.outputs(M, general, mu=mu), want, atol=1e-13)
-    np.testing.assert_allclose(nqf.dynamics.weight_outputs(W, general), want, atol=1e-13)
+    np.testing.assert_allclose(nqf.updates.weight_outputs(W, general), want, atol=1e-13)
     np.testing.assert_allclose(nqf.residuals(M, general, mu=mu), want - ys, atol=1e-13)
     delta = jnp.einsum("ij,mji->m", M, As) - ys
     np.testing.assert_allclose(nqf.h_matrix(M, zgz), 4 * jnp.einsum("m,mij->ij", delta, As) / 6, atol=1e-13)
@@ -95,12 +95,12 @@ def test_full_batch_gd_records_features_and_residuals():
     r = jnp.array([1.0, 0.5])
     As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
     data = NQFData(As, ys)
-    run = nqf.dynamics.full_batch_gd(1e-2 * jnp.eye(2), data, eta=0.01, num_steps=50)
+    run = nqf.training.full_batch_gd(1e-2 * jnp.eye(2), data, eta=0.01, num_steps=50)
     assert run.z.shape == (51, 2) and run.residuals.shape == (51, 2)
     np.testing.assert_allclose(run.residuals[0], np.asarray(nqf.residuals(1e-4 * jnp.eye(2), data)), atol=1e-15)
     assert run.offdiag == 0.0
     with pytest.raises(ValueError, match="ZGZ"):
-        nqf.dynamics.full_batch_gd(jnp.eye(2), NQFData(As, ys, gs=jnp.ones((2, 2))), eta=0.1, num_steps=2)
+        nqf.training.full_batch_gd(jnp.eye(2), NQFData(As, ys, gs=jnp.ones((2, 2))), eta=0.1, num_steps=2)
 
 
 def test_flow_matches_logistic_solution_and_switch_on_time():

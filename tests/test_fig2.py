@@ -1,11 +1,11 @@
-"""nqf.dynamics.fig2_run: one Fig. 2 panel, seeds x initial scales in one vmapped run."""
+"""nqf.training.fig2_run: one Fig. 2 panel, seeds x initial scales in one vmapped run."""
 
 import jax
 import numpy as np
 import pytest
 
 from nqf.datasets import fig2_modules, low_rank_teacher
-from nqf.dynamics import fig2_run, optimizer
+from nqf.training import fig2_run, optimizer
 
 MLP = fig2_modules()[0]
 TEACHER = low_rank_teacher(MLP, 60, key=jax.random.PRNGKey(0))

@@ -9,7 +9,7 @@ import pytest
 
 import nqf
 from nqf import NQFData
-from nqf import dynamics
+from nqf import flow
 from nqf import solutions
 from helpers import BAD_INPUT
 from helpers import count_compilations
@@ -39,12 +39,12 @@ def test_statistics_path_equals_sample_path(m, p):
     M0 = _M0(p)
     a = nqf.gradient_flow(M0, data, TS, statistics=True, rtol=1e-12, atol=1e-16)
     b = nqf.gradient_flow(M0, data, TS, statistics=False, rtol=1e-12, atol=1e-16)
-    assert dynamics.trajectory_error(a.ys, b.ys) < 1e-10
+    assert flow.trajectory_error(a.ys, b.ys) < 1e-10
     assert int(a.num_steps) > 0 and int(b.num_steps) > 0
     # both are Eq. (28): compare with the model's own right-hand side at t = 0 through one tiny step
     f = nqf.flow_field(jnp.asarray(M0), data)
-    from nqf.dynamics._flow import _flow_field_samples, _flow_field_statistics, _packed_stack, flow_statistics
-    from nqf.dynamics._flow import pack, unpack
+    from nqf.flow._flow import _flow_field_samples, _flow_field_statistics, _packed_stack, flow_statistics
+    from nqf.flow._flow import pack, unpack
 
     u0 = pack(jnp.asarray(M0))
     np.testing.assert_allclose(unpack(u0), M0, rtol=1e-15, atol=1e-17)  # the packed state holds M (to rounding)
@@ -76,7 +76,7 @@ def test_batch_with_shared_data_equals_single_runs():
     # diffrax's Dopri8 (the default at rtol 1e-10) under vmap differs from its single solve at the
     # level of the tolerance (the same on nqf 0.2), with the same steps
     batch, one = nqf.gradient_flow(M0s, data, TS), nqf.gradient_flow(M0s[0], data, TS)
-    assert dynamics.trajectory_error(batch.ys[0], one.ys) < 1e-8 and int(batch.num_steps[0]) == int(one.num_steps)
+    assert flow.trajectory_error(batch.ys[0], one.ys) < 1e-8 and int(batch.num_steps[0]) == int(one.num_steps)
 
 
 def test_batch_with_one_dataset_per_lane():
@@ -94,11 +94,11 @@ def test_log_time_solves_the_same_flow():
     lin = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16)
     log = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, time="log")
     auto = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, time="auto")  # spans > 3 decades: log
-    assert dynamics.trajectory_error(log.ys, lin.ys) < 1e-9
+    assert flow.trajectory_error(log.ys, lin.ys) < 1e-9
     np.testing.assert_array_equal(auto.ys, log.ys)
     dop = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, solver="dopri8")
     tsit = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, solver="tsit5")
-    assert dynamics.trajectory_error(dop.ys, tsit.ys) < 1e-9
+    assert flow.trajectory_error(dop.ys, tsit.ys) < 1e-9
     assert int(dop.num_steps) < int(tsit.num_steps)  # order 8: fewer steps
     np.testing.assert_array_equal(tsit.ys, lin.ys)  # the default is Tsit5 (module docstring: equal error costs the same)
 
@@ -136,7 +136,7 @@ def test_bad_flow_input_is_named():
     with pytest.raises(TypeError, match="mesh"):
         nqf.gradient_flow(np.stack([_M0(3)] * 2), data, TS, mesh="cpu")
     with pytest.raises(ValueError, match="mesh"):
-        nqf.gradient_flow(_M0(3), data, TS, mesh=dynamics.batch_mesh())
+        nqf.gradient_flow(_M0(3), data, TS, mesh=flow.batch_mesh())
     for M0 in (_M0(3), np.stack([_M0(3)] * 2)):  # the same option checks with and without a batch
         for bad, exc in ((0, ValueError), (2.5, TypeError), ("10", TypeError)):
             with pytest.raises(exc, match="max_steps"):
@@ -148,7 +148,7 @@ def test_bad_flow_input_is_named():
     with pytest.raises(ValueError, match="M0"):
         nqf.gradient_flow(np.stack([_M0(3), -_M0(3)]), data, TS)  # lane 1 not PSD
     with pytest.raises(ValueError, match="max_steps"):
-        dynamics.solve_ode(solutions._lotka_volterra._lv_field, np.zeros(3), TS, max_steps=0,
+        flow.solve_ode(solutions._lotka_volterra._lv_field, np.zeros(3), TS, max_steps=0,
                            args=tuple(jnp.asarray(a) for a in (*_lv_args(0)[:2], np.ones(3, bool))))
 
 
@@ -181,7 +181,7 @@ ENTRY_POINTS = {
     "gradient_flow, batch, per lane": lambda s: nqf.gradient_flow(
         np.stack([_M0(3, s), _M0(3, s + 1)]), [_data(6, 3, s), _data(6, 3, s + 1)], TS),
     "sample_wise_loss (new data, new rtol)": lambda s: _sample_wise(s),
-    "solve_ode": lambda s: dynamics.solve_ode(solutions._lotka_volterra._lv_field, np.log(_lv_args(s)[2]), TS,
+    "solve_ode": lambda s: flow.solve_ode(solutions._lotka_volterra._lv_field, np.log(_lv_args(s)[2]), TS,
                                               args=tuple(jnp.asarray(a) for a in (*_lv_args(s)[:2], np.ones(3, bool)))),
     "lv_flow": lambda s: solutions.lv_flow(*_lv_args(s), TS),
     "sample_xi_flow": lambda s: solutions.sample_xi_flow(TS, *_xi_args(s)),
@@ -227,7 +227,7 @@ def test_one_diffeqsolve_call_in_the_package():
 
     root = Path(nqf.__file__).parent
     calls = {str(f.relative_to(root)): f.read_text().count("diffrax.diffeqsolve(") for f in root.rglob("*.py")}
-    assert {k: v for k, v in calls.items() if v} == {"dynamics/_flow.py": 1}
+    assert {k: v for k, v in calls.items() if v} == {"flow/_flow.py": 1}
 
 
 # ----------------------------------------------------------------------------- automatic choices
@@ -238,14 +238,14 @@ def test_automatic_choices_give_the_flow_of_every_explicit_choice(m, p):
     ref = nqf.gradient_flow(M0, data, TS, solver="dopri8", statistics=False, rtol=1e-13, atol=1e-17).ys
     for rtol, tol in ((1e-10, 1e-8), (1e-5, 1e-3)):
         auto = nqf.gradient_flow(M0, data, TS, rtol=rtol)
-        assert dynamics.trajectory_error(auto.ys, ref) < tol
+        assert flow.trajectory_error(auto.ys, ref) < tol
         for solver in ("auto", "dopri8", "tsit5", "dopri5"):
             for statistics in (None, True, False):
                 sol = nqf.gradient_flow(M0, data, TS, rtol=rtol, solver=solver, statistics=statistics)
-                assert dynamics.trajectory_error(sol.ys, ref) < tol, (rtol, solver, statistics)
-                assert dynamics.trajectory_error(sol.ys, auto.ys) < 2 * tol, (rtol, solver, statistics)
+                assert flow.trajectory_error(sol.ys, ref) < tol, (rtol, solver, statistics)
+                assert flow.trajectory_error(sol.ys, auto.ys) < 2 * tol, (rtol, solver, statistics)
     # the automatic choices are explicit choices: the same program gives the same numbers
-    from nqf.dynamics._flow import _use_statistics, choose_solver
+    from nqf.flow._flow import _use_statistics, choose_solver
 
     for rtol in (1e-10, 1e-5):
         explicit = nqf.gradient_flow(M0, data, TS, rtol=rtol, solver=choose_solver("auto", rtol),
@@ -255,11 +255,11 @@ def test_automatic_choices_give_the_flow_of_every_explicit_choice(m, p):
     M0s = np.stack([M0, 2.0 * M0])
     for lanes in (data, [data, data]):
         b = nqf.gradient_flow(M0s, lanes, TS)
-        assert dynamics.trajectory_error(b.ys[0], ref) < 1e-8
+        assert flow.trajectory_error(b.ys[0], ref) < 1e-8
 
 
 def test_the_automatic_choices_follow_their_rules():
-    from nqf.dynamics._flow import _use_statistics, choose_solver
+    from nqf.flow._flow import _use_statistics, choose_solver
 
     assert choose_solver("auto", 1e-10) == "tsit5" and choose_solver("auto", 1e-4) == "tsit5"
     assert choose_solver("tsit5", 1e-12) == "tsit5"
@@ -278,7 +278,7 @@ def test_the_automatic_choices_follow_their_rules():
 
 @pytest.mark.parametrize("m", [256, 384])  # either side of the cost model's switch at p = 32
 def test_automatic_path_at_the_switch_gives_the_flow_of_both_paths(m):
-    from nqf.dynamics._flow import _use_statistics
+    from nqf.flow._flow import _use_statistics
 
     p = 32
     data = _data(m, p, seed=8)
@@ -286,7 +286,7 @@ def test_automatic_path_at_the_switch_gives_the_flow_of_both_paths(m):
     auto = nqf.gradient_flow(M0, data, TS)
     paths = {st: nqf.gradient_flow(M0, data, TS, statistics=st) for st in (True, False)}
     np.testing.assert_array_equal(auto.ys, paths[_use_statistics(None, m, p)].ys)  # the same program
-    assert dynamics.trajectory_error(paths[True].ys, paths[False].ys) < 1e-9
+    assert flow.trajectory_error(paths[True].ys, paths[False].ys) < 1e-9
 
 
 # ----------------------------------------------------------------------------- NQFData validation

@@ -1,4 +1,4 @@
-"""The export cache of the flow (nqf/dynamics/_export.py): the exported program gives the normal
+"""The export cache of the flow (nqf/flow/_export.py): the exported program gives the normal
 path's numbers bit for bit (in this process and, loaded from disk, in a new one that never traces
 diffrax), a stale or damaged file falls back with no error and no wrong number, every shape and
 option has its own key, and without a cache folder nothing is written."""
@@ -15,8 +15,8 @@ import pytest
 
 import nqf
 from nqf import NQFData
-from nqf.dynamics import _export
-from nqf.dynamics import _flow
+from nqf.flow import _export
+from nqf.flow import _flow
 
 ROOT = Path(__file__).resolve().parents[1]
 TS = np.linspace(0.0, 5.0, 26)
@@ -223,7 +223,7 @@ from test_flow_export import _M0, _data, TS
 sol = nqf.gradient_flow(_M0(3), _data(40, 3), TS)
 np.save({out!r}, np.asarray(sol.ys))
 print("TRACED", len(calls))
-from nqf.dynamics import _export
+from nqf.flow import _export
 print("STATE", _export.environment(), repr(_export._dynamic_environment()), "EQX_ON_ERROR" in __import__("os").environ)
 """
 

@@ -1,7 +1,7 @@
 """The layering rule of ARCHITECTURE.md, enforced by parsing nqf's imports.
 
 From the ground up: ``_types``, ``_checks`` <- ``architectures``, ``model`` <-
-``structure`` <- ``dynamics`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
+``structure`` <- ``updates``, ``flow`` <- ``training`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
 A room imports only rooms on lower floors (and itself); no science room
 imports the book machinery; the top-level ``__init__`` may import any room.
 The book's tool (``nqfbook``, the runner) sits above all of them and outside
@@ -20,10 +20,11 @@ FLOOR = {
     "_types": 0, "_checks": 0, "_version": 0,
     "architectures": 1, "model": 1,
     "structure": 2,
-    "dynamics": 3,
-    "solutions": 4,
-    "datasets": 5,
-    "pipeline": 6,
+    "updates": 3, "flow": 3,
+    "training": 4,
+    "solutions": 5,
+    "datasets": 6,
+    "pipeline": 7,
 }
 
 
@@ -35,7 +36,7 @@ def _room(path: Path) -> str:
 def _imported_rooms(path: Path) -> set[str]:
     """Rooms named by every ``from .x`` / ``import nqf.x`` statement in ``path``, top level or not."""
     tree = ast.parse(path.read_text())
-    package = path.relative_to(NQF.parent).with_suffix("").parts[:-1]  # e.g. ("nqf", "dynamics")
+    package = path.relative_to(NQF.parent).with_suffix("").parts[:-1]  # e.g. ("nqf", "training")
     rooms = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -80,7 +81,7 @@ def test_the_checker_sees_an_upward_import(tmp_path, monkeypatch):
     fake = tmp_path / "nqf"
     (fake / "model").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "model" / "_x.py").write_text("from ..dynamics import nqf_sgd\nfrom ..pipeline import Claims\n")
+    (fake / "model" / "_x.py").write_text("from ..updates import nqf_sgd\nfrom ..pipeline import Claims\n")
     monkeypatch.setattr(__import__(__name__), "NQF", fake)
     assert len(_violations()) == 2
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf.dynamics import nqf_sgd, statistics, weight_outputs
+from nqf.updates import nqf_sgd, statistics, weight_outputs
 from nqf.model import NQFData, empirical_ntk, ntk, ntk_change, ntk_learning_rate, ntk_trajectory, width_scaled
 from helpers import BAD_INPUT, general_nqf_data
 

@@ -1,4 +1,4 @@
-"""Teacher-student runs beside the NQF with seeds vmapped (nqf.dynamics._online; Figs. 6 and 8)."""
+"""Teacher-student runs beside the NQF with seeds vmapped (nqf.training._online; Figs. 6 and 8)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import optax
 import pytest
 
 from nqf.architectures import deep_mlp, two_layer_mlp
-from nqf.dynamics import (first_exceedance, log_loss_gap, online_teacher_student, relative_gap, relative_loss_gap,
-                          teacher_data, train_side_by_side)
+from nqf.training import first_exceedance, log_loss_gap, online_teacher_student, relative_gap, relative_loss_gap, teacher_data, train_side_by_side
 from nqf.structure import nqf_output
 
 ARCH = two_layer_mlp(3)

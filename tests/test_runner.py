@@ -183,7 +183,7 @@ def test_editing_the_runner_changes_no_key_editing_nqf_does(tmp_repo):
     helper.write_text(helper.read_text() + "\n# edited\n")
     k1 = key()
     assert k1 != k0
-    science = next(p for p in sorted((tmp_repo / "nqf" / "dynamics").glob("*.py")))
+    science = next(p for p in sorted((tmp_repo / "nqf" / "training").glob("*.py")))
     science.write_text(science.read_text() + "\n# edited\n")
     assert key() != k1
 

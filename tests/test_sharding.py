@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nqf import dynamics
+from nqf import flow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,10 +25,10 @@ SCRIPT = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     import nqf
-    from nqf import dynamics, solutions
+    from nqf import flow, solutions
 
     assert jax.local_device_count() == 4, jax.devices()
-    mesh = dynamics.batch_mesh()
+    mesh = flow.batch_mesh()
     rng = np.random.default_rng(0)
     G = rng.normal(size=(40, 3, 3))
     As = (G + G.transpose(0, 2, 1)) / 2
@@ -82,9 +82,9 @@ def test_sharded_sweep_equals_unsharded(four_devices):
 
 
 def test_batch_mesh_and_bad_mesh():
-    mesh = dynamics.batch_mesh()
+    mesh = flow.batch_mesh()
     assert mesh.axis_names == ("batch",) and mesh.size >= 1
     with pytest.raises(ValueError, match="devices"):
-        dynamics.batch_mesh([])
+        flow.batch_mesh([])
     with pytest.raises(TypeError, match="mesh"):
-        dynamics.gradient_flow(np.stack([np.eye(2)] * 2), None, np.linspace(0, 1, 3), mesh=object())
+        flow.gradient_flow(np.stack([np.eye(2)] * 2), None, np.linspace(0, 1, 3), mesh=object())

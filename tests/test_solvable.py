@@ -10,7 +10,7 @@ import pytest
 
 import nqf
 from nqf import datasets
-from nqf import dynamics
+from nqf import flow
 from nqf import solutions
 from nqf.datasets import random_orthogonal
 from helpers import BAD_INPUT
@@ -46,7 +46,7 @@ def test_implicit_xi_matches_runge_kutta(a, b, c):
     t = _ts(60.0, 50)
     xi, rate = solutions.implicit_xi(t, a, b, np.array(c))
     g = lambda s: jnp.sum(a * jnp.exp(-b * s)) - c
-    ref = nqf.dynamics.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14).ys
+    ref = nqf.flow.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14).ys
     scale = max(1.0, float(np.max(np.abs(ref))))
     np.testing.assert_allclose(xi, ref, atol=1e-9 * scale, rtol=0)
     np.testing.assert_allclose(rate, jax.vmap(g)(ref), atol=1e-9 * (abs(c) + np.abs(a).sum()), rtol=0)
@@ -84,7 +84,7 @@ def test_prop7_slaved_offdiagonals_rebuild_the_flow():
     Ms = _flow(d.As, d.ys, M0, ts)
     r, C = solutions.growth_and_competition(d.lambdas, d.ys)
     z = nqf.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts).ys
-    assert dynamics.trajectory_error(solutions.slaved_M(d.P, M0, z), Ms) < TOL
+    assert flow.trajectory_error(solutions.slaved_M(d.P, M0, z), Ms) < TOL
 
 
 def test_thm4_proportional_samples_matches_flow():
@@ -95,7 +95,7 @@ def test_thm4_proportional_samples_matches_flow():
     M0 = _dense_M0(4, 0.01, 3)
     ts = _ts(40.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert dynamics.trajectory_error(solutions.proportional_M(ts, d.P, lam, cs, ys, M0), Ms) < TOL
+    assert flow.trajectory_error(solutions.proportional_M(ts, d.P, lam, cs, ys, M0), Ms) < TOL
     sol = solutions.proportional_solution(ts, lam, cs, ys, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)))
     assert sol.alpha == pytest.approx(4 / 6 * np.sum(cs**2))
     assert sol.beta == pytest.approx(4 / 6 * np.sum(cs * ys))
@@ -110,7 +110,7 @@ def test_thm5_orthogonal_samples_matches_flow_and_rejects_overlap():
     M0 = _dense_M0(9, 0.05, 5)
     ts = _ts(50.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert dynamics.trajectory_error(solutions.orthogonal_samples_M(ts, d.P, d.lambdas, ys, M0), Ms) < TOL
+    assert flow.trajectory_error(solutions.orthogonal_samples_M(ts, d.P, d.lambdas, ys, M0), Ms) < TOL
     lam = np.asarray(d.lambdas).copy()
     lam[0, 3] = 0.1  # sample 0 now touches sample 1's block
     with pytest.raises(ValueError, match="orthogonal samples"):
@@ -126,7 +126,7 @@ def test_thm6_orthogonal_features_matches_flow():
     M0 = _dense_M0(5, 0.01, 6)
     ts = _ts(200.0)
     Ms = _flow(d.As, d.ys, M0, ts)
-    assert dynamics.trajectory_error(solutions.orthogonal_features_M(ts, d.P, rr, np.diag(C), M0), Ms) < TOL
+    assert flow.trajectory_error(solutions.orthogonal_features_M(ts, d.P, rr, np.diag(C), M0), Ms) < TOL
 
 
 def test_batched_flow_with_one_dataset_per_lane_equals_single_runs():
@@ -140,7 +140,7 @@ def test_batched_flow_with_one_dataset_per_lane_equals_single_runs():
     np.testing.assert_allclose(Mb[1], Ms, rtol=1e-12, atol=1e-15)
     # the default (Dopri8 at rtol 1e-10) agrees to its tolerance: diffrax's Dopri8 under vmap is not bitwise
     Md = nqf.gradient_flow(np.tile(M0, (2, 1, 1)), broken, ts).ys
-    assert dynamics.trajectory_error(Md[1], Ms) < 1e-8
+    assert flow.trajectory_error(Md[1], Ms) < 1e-8
 
 
 def test_breaking_directions_break_what_they_say():
@@ -187,7 +187,7 @@ def test_solvable_bad_inputs():
     with pytest.raises(ValueError, match="orthogonal"):
         datasets.commuting_dataset(np.ones((3, 2)), np.ones(3), P=np.ones((2, 2)))
     with pytest.raises(BAD_INPUT):
-        dynamics.trajectory_error(np.zeros((3, 2, 2)), np.zeros((4, 2, 2)))
+        flow.trajectory_error(np.zeros((3, 2, 2)), np.zeros((4, 2, 2)))
     with pytest.raises(BAD_INPUT):
         nqf.gradient_flow(np.zeros((1, 2, 2)), [nqf.NQFData(np.zeros((3, 2, 2)), np.zeros(3))] * 2,
                           np.array([0.0, 1.0]))
@@ -215,7 +215,7 @@ def test_thm7_riccati_matches_flow(iso, rank):
     M0 = W0 @ W0.T
     ts = _ts(20.0)
     Ms = _flow(data.As, data.ys, M0, ts)
-    assert dynamics.trajectory_error(solutions.riccati_solution(ts, data.Y, M0, 0.25), Ms) < TOL
+    assert flow.trajectory_error(solutions.riccati_solution(ts, data.Y, M0, 0.25), Ms) < TOL
 
 
 def test_thm7_eigenvalues_and_thm16_projectors(iso):
@@ -244,7 +244,7 @@ def test_cor4_linear_network_and_saxe_time():
     Ms = _flow(lin.As, lin.ys, datasets.balanced_init(lin, rho0), ts)
     rho = np.asarray(datasets.mode_strengths(Ms, lin))
     np.testing.assert_allclose(rho, solutions.linear_network_modes(ts, lin.s, 1.0, rho0), atol=1e-9)
-    assert dynamics.trajectory_error(solutions.projector_M(ts, lin.projectors, pc.gammas, pc.kappas, 2 * rho0), Ms) < TOL
+    assert flow.trajectory_error(solutions.projector_M(ts, lin.projectors, pc.gammas, pc.kappas, 2 * rho0), Ms) < TOL
     # Saxe et al.'s clock runs at half speed: their solution at 2t is the NQF mode at t
     for a, s in enumerate(np.asarray(lin.s)):
         np.testing.assert_allclose(solutions.saxe_mode_strength(2 * ts, s, 1e-3), rho[:, a], atol=1e-9)

@@ -10,7 +10,7 @@ import pytest
 
 import nqf
 from nqf import datasets
-from nqf import dynamics
+from nqf import training
 from nqf import pipeline
 from nqf import solutions
 from helpers import BAD_INPUT
@@ -109,7 +109,7 @@ def test_singular_limit_sweep_matches_closed_forms():
 def test_full_batch_gd_equals_the_exact_discrete_nqf_update():
     d = datasets.fig4_dataset()
     W0 = 0.01 * np.random.default_rng(0).normal(size=(12, 3))
-    run = dynamics.full_batch_gd(W0, d.data, eta=0.05, num_steps=200)
+    run = training.full_batch_gd(W0, d.data, eta=0.05, num_steps=200)
     closed = nqf.nqf_sgd((W0 @ W0.T, W0.sum(1)), d.data, jnp.tile(jnp.arange(4), (200, 1)), eta=0.05, d=3)
     np.testing.assert_allclose(run.z, np.einsum("tii->ti", np.asarray(closed.M)), rtol=1e-10, atol=1e-16)
     np.testing.assert_allclose(run.t, 0.05 * np.arange(201))
@@ -140,4 +140,4 @@ def test_sudden_bad_inputs():
     with pytest.raises(ValueError, match="sigma"):
         datasets.gaussian_init(2, 2, 0.0)
     with pytest.raises(BAD_INPUT):
-        dynamics.full_batch_gd(np.ones((3, 2)), d.data, eta=0.1, num_steps=3)
+        training.full_batch_gd(np.ones((3, 2)), d.data, eta=0.1, num_steps=3)

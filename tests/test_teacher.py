@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nqf.datasets import subspace_inputs, teacher_dataset
-from nqf.dynamics import compress, statistics, weight_outputs
+from nqf.updates import compress, statistics, weight_outputs
 
 
 def _module(W, x):

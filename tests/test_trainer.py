@@ -1,4 +1,4 @@
-"""The one trainer (nqf.dynamics.train) and the runs configured on it: numerics against hand-written
+"""The one trainer (nqf.training.train) and the runs configured on it: numerics against hand-written
 optax loops, divergence reported, and compile counts (a second call with new data of the same shapes,
 or a new learning rate, compiles nothing)."""
 
@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import nqf
-from nqf import architectures, dynamics
+from nqf import architectures, training
 from helpers import count_compilations
 
 
@@ -50,7 +50,7 @@ def _hand_loop(opt, w, X, y, steps):
 def test_train_equals_a_hand_written_optax_loop(name, kw):
     X, y = _problem(0)
     w0 = jnp.full(3, 0.1)
-    res = dynamics.train(Quadratic(), w0, nqf.optimizer(name, 0.05, **kw), num_steps=12, data=(X, y),
+    res = training.train(Quadratic(), w0, nqf.optimizer(name, 0.05, **kw), num_steps=12, data=(X, y),
                          record=Norm(), record_every=4)
     w, losses = _hand_loop(getattr(optax, name)(0.05, **kw), w0, X, y, 12)
     np.testing.assert_allclose(res.params, w, rtol=1e-12)
@@ -62,15 +62,15 @@ def test_train_equals_a_hand_written_optax_loop(name, kw):
 def test_batches_select_rows_and_vmap_runs_independent_seeds():
     X, y = _problem(1)
     idx = jnp.asarray(np.random.default_rng(2).integers(0, 20, size=(6, 5)))
-    res = dynamics.train(Quadratic(), jnp.zeros(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    res = training.train(Quadratic(), jnp.zeros(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
     w, state = jnp.zeros(3), None
     for k in range(6):
         g = jax.grad(lambda w: jnp.mean((X[idx[k]] @ w - y[idx[k]]) ** 2))(w)
         w = w - 0.1 * g
     np.testing.assert_allclose(res.params, w, rtol=1e-12)
     W0 = jnp.stack([jnp.zeros(3), jnp.ones(3)])
-    both = dynamics.train(Quadratic(), W0, optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx, vmap=("params",))
-    one = dynamics.train(Quadratic(), jnp.ones(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    both = training.train(Quadratic(), W0, optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx, vmap=("params",))
+    one = training.train(Quadratic(), jnp.ones(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
     np.testing.assert_allclose(both.params[1], one.params, rtol=1e-12)
     assert both.batch_loss.shape == (2, 6)
 
@@ -78,10 +78,10 @@ def test_batches_select_rows_and_vmap_runs_independent_seeds():
 def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
     X, y = _problem(3)
     with pytest.warns(RuntimeWarning, match="`learning_rate` = 100"):
-        res = dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y))
+        res = training.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y))
     assert bool(res.diverged) and 0 < int(res.first_nonfinite) < 200
     with pytest.raises(RuntimeError, match="diverged"):
-        dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y),
+        training.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y),
                        on_divergence="raise")
 
 
@@ -92,14 +92,14 @@ def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
 def test_bad_initial_parameters_are_refused(bad, exc, word):
     X, y = _problem(0)
     with pytest.raises(exc, match=word):
-        dynamics.train(Quadratic(), bad, optax.sgd(0.1), num_steps=2, data=(X, y))
+        training.train(Quadratic(), bad, optax.sgd(0.1), num_steps=2, data=(X, y))
 
 
 @pytest.mark.parametrize("bad, exc", [("adam", TypeError), (optax.sgd, TypeError), (None, TypeError)])
 def test_bad_optimizers_name_the_argument(bad, exc):
     X, y = _problem(0)
     with pytest.raises(exc, match="optimizer"):
-        dynamics.train(Quadratic(), jnp.ones(3), bad, num_steps=2, data=(X, y))
+        training.train(Quadratic(), jnp.ones(3), bad, num_steps=2, data=(X, y))
 
 
 def test_optimizer_refuses_a_bad_learning_rate_and_unknown_names():
@@ -112,11 +112,11 @@ def test_optimizer_refuses_a_bad_learning_rate_and_unknown_names():
 # ----------------------------------------------------------------------------- compile counts
 def test_train_new_data_and_new_learning_rate_compile_nothing():
     X, y = _problem(0)
-    dynamics.train(Quadratic(), jnp.ones(3), nqf.optimizer("adam", 0.01), num_steps=5, data=(X, y), record=Norm())
+    training.train(Quadratic(), jnp.ones(3), nqf.optimizer("adam", 0.01), num_steps=5, data=(X, y), record=Norm())
     X2, y2 = _problem(1)
     w2 = 2 * jnp.ones(3)
     with count_compilations() as seen:
-        dynamics.train(Quadratic(), w2, nqf.optimizer("adam", 0.02), num_steps=5, data=(X2, y2), record=Norm())
+        training.train(Quadratic(), w2, nqf.optimizer("adam", 0.02), num_steps=5, data=(X2, y2), record=Norm())
     assert seen == []
 
 
@@ -144,16 +144,16 @@ def test_online_and_side_by_side_compile_once_for_new_rate():
     W0 = 0.01 * jax.random.normal(keys[0], (2, arch.p, 4))
     Wt = jax.random.normal(keys[1], (2, arch.p, 2))
     kw = dict(batch=4, steps=20, record_every=10, n_probe=8)
-    dynamics.online_teacher_student(arch, arch, W0, Wt, keys, eta=0.05, **kw)
+    training.online_teacher_student(arch, arch, W0, Wt, keys, eta=0.05, **kw)
     W2 = 2 * W0
     with count_compilations() as seen:
-        dynamics.online_teacher_student(arch, arch, W2, Wt, keys, eta=0.02, **kw)
+        training.online_teacher_student(arch, arch, W2, Wt, keys, eta=0.02, **kw)
     assert seen == []
-    train, test = dynamics.teacher_data(arch, Wt, keys, 10, 6)
+    train, test = training.teacher_data(arch, Wt, keys, 10, 6)
     args = ((arch.apply,), (W0,), None, train, test, 10)
-    dynamics.train_side_by_side(args[0], args[1], nqf.optimizer("adam", 0.01), train, test, 10)
+    training.train_side_by_side(args[0], args[1], nqf.optimizer("adam", 0.01), train, test, 10)
     with count_compilations() as seen:
-        dynamics.train_side_by_side(args[0], (W2,), nqf.optimizer("adam", 0.03), train, test, 10)
+        training.train_side_by_side(args[0], (W2,), nqf.optimizer("adam", 0.03), train, test, 10)
     assert seen == []
 
 
@@ -173,19 +173,19 @@ def test_train_weights_full_batch_gd_fourier_and_deep_compile_once():
     rng = np.random.default_rng(0)
     As = rng.normal(size=(10, 3, 3))
     data = nqf.NQFData(jnp.asarray(As + np.swapaxes(As, 1, 2)), jnp.asarray(rng.normal(size=10)))
-    dynamics.full_batch_gd(0.1 * jnp.eye(3), data, eta=0.01, num_steps=5)
+    training.full_batch_gd(0.1 * jnp.eye(3), data, eta=0.01, num_steps=5)
     W2 = 0.2 * jnp.eye(3)
     with count_compilations() as seen:
-        dynamics.full_batch_gd(W2, data, eta=0.02, num_steps=5)
+        training.full_batch_gd(W2, data, eta=0.02, num_steps=5)
     assert seen == []
     del d
     P = 4
     p0 = 0.1 * jnp.ones((2, 2, P))
     b, c = jnp.ones((2, P)), jnp.linspace(0.5, 1.0, P)[None].repeat(2, 0)
-    dynamics.fourier_nqf_gd(p0, b, c, 0.01, 20, every=10)
+    training.fourier_nqf_gd(p0, b, c, 0.01, 20, every=10)
     p2 = 2 * p0
     with count_compilations() as seen:
-        dynamics.fourier_nqf_gd(p2, b, c, 0.02, 20, every=10)
+        training.fourier_nqf_gd(p2, b, c, 0.02, 20, every=10)
     assert seen == []
 
 
@@ -194,9 +194,9 @@ def test_fig2_run_and_deep_nqf_gd_compile_once_for_new_data_and_rate():
     t1 = nqf.datasets.low_rank_teacher(mlp, 20, key=jax.random.PRNGKey(1))
     t2 = nqf.datasets.low_rank_teacher(mlp, 20, key=jax.random.PRNGKey(2))
     sig = (0.01, 0.1)
-    dynamics.fig2_run(mlp, t1, nqf.optimizer("sgd", 0.05), 10, sig, key=jax.random.PRNGKey(0), n_probe=10)
+    training.fig2_run(mlp, t1, nqf.optimizer("sgd", 0.05), 10, sig, key=jax.random.PRNGKey(0), n_probe=10)
     with count_compilations() as seen:
-        dynamics.fig2_run(mlp, t2, nqf.optimizer("sgd", 0.02), 10, sig, key=jax.random.PRNGKey(3), n_probe=10)
+        training.fig2_run(mlp, t2, nqf.optimizer("sgd", 0.02), 10, sig, key=jax.random.PRNGKey(3), n_probe=10)
     assert seen == []
     arch = architectures.deep_mlp(4, (5, 6, 7))
     kW, kX = jax.random.split(jax.random.PRNGKey(4))
@@ -204,7 +204,7 @@ def test_fig2_run_and_deep_nqf_gd_compile_once_for_new_data_and_rate():
     xs = jax.vmap(arch.sample_input)(jax.random.split(kX, 8))
     ys, ys2 = jnp.sin(xs[:, 0]), jnp.cos(xs[:, 0])
     Ws2 = tuple(2 * w for w in Ws)
-    dynamics.deep_nqf_gd(Ws, arch.forms, xs, ys, eta=(0.05, 0.02), num_steps=3)
+    training.deep_nqf_gd(Ws, arch.forms, xs, ys, eta=(0.05, 0.02), num_steps=3)
     with count_compilations() as seen:
-        dynamics.deep_nqf_gd(Ws2, arch.forms, xs, ys2, eta=(0.01, 0.03), num_steps=3)
+        training.deep_nqf_gd(Ws2, arch.forms, xs, ys2, eta=(0.01, 0.03), num_steps=3)
     assert seen == []

@@ -20,7 +20,7 @@ a substitution reference, so this hook rewrites each docstring after napoleon:
 
 A ``missing-reference`` handler resolves cross-references the way a reader
 means them: ``nqf.nqf_sgd`` (a top-level name) to the room that documents it
-(``nqf.dynamics.nqf_sgd``), and an unqualified ``TABLE1`` to the one documented
+(``nqf.updates.nqf_sgd``), and an unqualified ``TABLE1`` to the one documented
 object of that name.
 
 Why not ``sphinx-math-dollar``: it finds ``$...$`` *after* reStructuredText has
@@ -132,7 +132,7 @@ def _attribute_colon(app, what, name, obj, options, lines):
         lines[text[0]] = lines[text[0]].replace(": ", " \u2014 ")
 
 
-_ROOMS = ("architectures", "structure", "model", "dynamics", "solutions", "datasets", "pipeline")
+_ROOMS = ("architectures", "structure", "model", "updates", "flow", "training", "solutions", "datasets", "pipeline")
 
 
 def _resolve(app, env, node, contnode):

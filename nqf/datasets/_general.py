@@ -20,7 +20,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import check_size
-from ..dynamics._discrete import weight_outputs
+from ..updates._discrete import weight_outputs
 from ..model._data import NQFData
 from ..structure._autodiff import structure_reports
 
@@ -64,7 +64,7 @@ def teacher_dataset(
     :func:`nqf.structure.structure_report` (App. B.1); the targets are the outputs of the same
     NQF at teacher weights $W^* \in \mathbb R^{p\times t}$ with entries $\mathcal N(0, s^2)$,
     $s$ = ``teacher_scale``, so a width-$t$ student can fit them exactly
-    (:func:`nqf.dynamics.weight_outputs`). One numpy generator from ``seed`` draws the inputs,
+    (:func:`nqf.updates.weight_outputs`). One numpy generator from ``seed`` draws the inputs,
     then the teacher.
 
     Args:

@@ -20,10 +20,10 @@ $H^{(l)} = \sum_x\sum_k 2\,\partial\mathcal L/\partial h^{(l)}_k A_k$. Both are 
 of the loss written on the order parameters: $v^{(l)} = \partial\mathcal L/\partial\mu^{(l)}$
 and $H^{(l)} = G + G^\top$ with $G = \partial\mathcal L/\partial M^{(l)}$ taken entry by
 entry (so $G + G^\top = 2A$ for $\mathcal L = \mathrm{Tr}[MA]$, however the form reads $M$).
-:func:`nqf.dynamics.deep_nqf_sgd_step` computes them by autodiff through the forms and never sees a weight.
+:func:`nqf.updates.deep_nqf_sgd_step` computes them by autodiff through the forms and never sees a weight.
 
 The loss is the paper's MSE averaged over the minibatch, $\frac1b\sum_x(f(x) - y)^2$
-(the same convention as :func:`nqf.dynamics.nqf_sgd_step`).
+(the same convention as :func:`nqf.updates.nqf_sgd_step`).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def mse(predictions: Float[ArrayLike, "m *o"], targets: Float[ArrayLike, "m *o"]
     error **summed over outputs** (every other axis). For scalar outputs this is the paper's
     $\frac1m\sum_\mu\Delta_\mu^2$; for $o$ outputs it is the loss of App. B.2 (one $A^{(o)}$ per output), whose
     flow is Eq. (28) with $H = \frac4m\sum_{\mu, o}\Delta_{\mu o}A^{(o)}(x_\mu)$. Averaging over outputs instead
-    would rescale time by $o$. Every trainer of :mod:`nqf.dynamics` minimises this."""
+    would rescale time by $o$. Every trainer of :mod:`nqf.training` minimises this."""
     r = jnp.reshape(jnp.asarray(predictions) - jnp.asarray(targets), (jnp.shape(targets)[0], -1))
     return jnp.mean(jnp.sum(r**2, axis=1))
 

@@ -112,7 +112,7 @@ def empirical_ntk(fn: Callable[[Any], Float[Array, " m"]], W: Float[ArrayLike, "
     r"""The NTK by autodiff, $\Theta = JJ^\top$ with $J = \partial f/\partial W$ (flattened).
 
     ``fn(W)`` returns the ``m`` outputs of the model at weights ``W``, e.g.
-    ``lambda W: nqf.dynamics.weight_outputs(W, data)`` or
+    ``lambda W: nqf.updates.weight_outputs(W, data)`` or
     ``lambda W: jax.vmap(lambda x: module.apply(W, x))(xs)``.
     """
     check_finite("W", W)

@@ -28,8 +28,8 @@ from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import StructureStack
-from ..dynamics._flow import ODESolution
-from ..dynamics._flow import solve_ode
+from ..flow._flow import ODESolution
+from ..flow._flow import solve_ode
 from ..model._data import NQFData
 from ..model._data import require_data
 from ..model._model import check_dataset
@@ -121,8 +121,8 @@ def lv_flow(
     Integrates $u_k = \ln z_k$, $\dot u_k = r_k - \sum_j C_{kj} e^{u_j}$, so that
     initial scales down to $10^{-300}$ (the singular limit $\epsilon\to 0$) keep
     full relative accuracy. Modes with $z_k(0) = 0$ stay at zero. Goes through
-    :func:`nqf.dynamics.solve_ode` (compiled once per $p$ and number of save times;
-    ``solver`` and ``time`` as there). Returns an :class:`~nqf.dynamics.ODESolution`
+    :func:`nqf.flow.solve_ode` (compiled once per $p$ and number of save times;
+    ``solver`` and ``time`` as there). Returns an :class:`~nqf.flow.ODESolution`
     with ``ys`` = $z(t)$, shape ``(T, p)``, and the solver's step counts.
     """
     require_x64("lv_flow")

@@ -32,9 +32,9 @@ import numpy as np
 from jaxtyping import Float
 
 from .._types import ArrayLike
-from ..dynamics._report import ModelRun
+from ..training._report import ModelRun
 from ..model._model import mse_loss
-from ..dynamics._report import model_run
+from ..training._report import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -272,12 +272,12 @@ def diagnose(
         model: a callable ``equinox.Module`` (neurons along ``neuron_axes``, or its method ``neuron_axes()``),
             or the parameters of ``apply`` (a dict of arrays, a flax model's variables).
         data: ``(xs, ys)``, targets ``(m,)`` or ``(m, o)``; loss :func:`nqf.model.mse`, full batch.
-        optimizer: ``nqf.dynamics.optimizer("sgd", eta)`` (plateau ends predicted in steps), or any optax
+        optimizer: ``nqf.training.optimizer("sgd", eta)`` (plateau ends predicted in steps), or any optax
             optimiser (then no step <-> time map: the report says so).
         num_steps: optimiser steps.
         apply: ``apply(params, x)`` (``None`` for an equinox Module; ``flax_model.apply`` for flax).
         neuron_axes: the neuron axis of each parameter leaf (as ``jax.vmap``'s ``in_axes``; ``None`` = shared).
-        options: of :func:`nqf.dynamics.model_run` (``record_every``, ``threshold``, ``n_probe``, ``horizon``,
+        options: of :func:`nqf.training.model_run` (``record_every``, ``threshold``, ``n_probe``, ``horizon``,
             ``flow_points``).
 
     Returns:

@@ -24,8 +24,8 @@ from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
-from ..dynamics._flow import integrate
-from ..dynamics._flow import succeeded
+from ..flow._flow import integrate
+from ..flow._flow import succeeded
 
 
 def _real(name: str, value) -> float:
@@ -225,7 +225,7 @@ def sample_wise_loss(
     and $c_{\mu j} = \lambda_{\mu,j}/\lambda_{\mu,\max}$: with $u = \zeta_\mu t$ ($\zeta_\mu = \frac8m\lambda_{\mu,\max}y_\mu$,
     Eq. 174) and $\psi = -\frac8m\lambda_{\mu,\max}\xi_\mu$,
     $$ \frac{d\psi}{du} = 1 - \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi},\qquad \frac{\Delta_\mu}{y_\mu} = \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi} - 1. $$
-    Every sample is integrated (Tsit5, ``jax.vmap``, through :func:`nqf.dynamics.integrate`; the
+    Every sample is integrated (Tsit5, ``jax.vmap``, through :func:`nqf.flow.integrate`; the
     tolerances are traced, so a new ``rtol`` compiles nothing) in its own clock up to $u^* + $ ``tail``, where
     $u^*\approx\ln(1/\sum_j\kappa_{\mu j})$ is its switch-on, and saved at $u = \zeta_\mu t$; beyond that clock it has converged (its residual is below $e^{-c\,\mathrm{tail}}$,
     $c$ the smallest $c_{\mu j} > 0$) and is reported as 0.

@@ -25,10 +25,10 @@ from .._checks import check_ndim
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
-from ..dynamics._flow import integrate
-from ..dynamics._flow import solve_ode
-from ..dynamics._sharding import check_mesh
-from ..dynamics._sharding import sharded_vmap
+from ..flow._flow import integrate
+from ..flow._flow import solve_ode
+from ..flow._sharding import check_mesh
+from ..flow._sharding import sharded_vmap
 from ..model._data import NQFData
 from ..model._data import require_data
 from ._implicit import fixed_point
@@ -58,7 +58,7 @@ def sample_xi_flow(
 ) -> XiFlow:
     r"""Runge–Kutta integration of Eq. (36) in differential form (Eq. 133),
     $\dot\xi_\mu = \sum_k\lambda_{\mu,k}z_k(0)e^{-\frac8m\lambda_{\mu,k}\xi_\mu} - y_\mu$, as the paper
-    does for Fig. 4, through :func:`nqf.dynamics.solve_ode` (compiled once per shape). Returns
+    does for Fig. 4, through :func:`nqf.flow.solve_ode` (compiled once per shape). Returns
     :class:`XiFlow` ``(xi, residuals, num_steps)`` with $\Delta_\mu = \dot\xi_\mu$."""
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
@@ -197,9 +197,9 @@ def singular_limit_sweep(
     lets sweeps of different sizes (and tolerances) share one compiled program.
 
     ``data`` is an :class:`~nqf.model.NQFData` with ZGZ (targets $y_\mu - f_0$). The solve goes
-    through :func:`nqf.dynamics.integrate` (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
+    through :func:`nqf.flow.integrate` (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
     dataset enters the vmap over $\epsilon$ once, unbatched. ``mesh`` (a ``jax.sharding.Mesh``, e.g.
-    :func:`nqf.dynamics.batch_mesh`) splits the grid of $\epsilon$ over its devices, with the same
+    :func:`nqf.flow.batch_mesh`) splits the grid of $\epsilon$ over its devices, with the same
     numbers as without it. ``progress=True`` uses host callbacks, so that program is not kept by
     the persistent compilation cache.
     """

@@ -3,7 +3,7 @@ r"""Neuron axes of a parameter pytree: which leaves hold the interchangeable neu
 A parameter pytree (a dict of arrays, an ``equinox.Module``) stores neuron $i$ spread over several
 arrays. Its **neuron axes** are given the way ``jax.vmap``'s ``in_axes`` are: a prefix pytree of
 ints, ``None`` for a leaf shared by all neurons. One home for the parsing, used by the autodiff
-structure matrices of pytrees (:mod:`nqf.structure`) and by the trainers of :mod:`nqf.dynamics`.
+structure matrices of pytrees (:mod:`nqf.structure`) and by the trainers of :mod:`nqf.training`.
 """
 
 from __future__ import annotations

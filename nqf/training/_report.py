@@ -1,7 +1,7 @@
 r"""Everything the NQF says about a user's model, computed in one call that trains (Chapter 9).
 
 For a model of interchangeable neurons (an equinox Module, or ``apply(params, x)`` on a parameter
-pytree such as a flax parameter dict, with ``neuron_axes``), :func:`nqf.dynamics.model_run`
+pytree such as a flax parameter dict, with ``neuron_axes``), :func:`nqf.training.model_run`
 
 1. measures Theorem 1's hypotheses on the model at the first input (:func:`nqf.structure.check_hypotheses`;
    float32 parameters are refused with an "enable float64" error; errors name the model's class);
@@ -54,14 +54,14 @@ from ._agreement import first_exceedance
 from ._agreement import relative_gap
 from ._compare import Comparison
 from ._compare import compare_with_nqf
-from ._flow import gradient_flow
-from ._flow import log_times
+from ..flow._flow import gradient_flow
+from ..flow._flow import log_times
 from ._trainer import Optimizer
 from ._trainer import as_optimizer
 
 
 class ModelRun(NamedTuple):
-    """What :func:`nqf.dynamics.model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``)."""
+    """What :func:`nqf.training.model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``)."""
 
     name: str  #: the model's class (or ``apply``'s) name
     hypotheses: HypothesisCheck  #: Theorem 1's probes at the first input
@@ -216,7 +216,7 @@ def model_run(
         model: a callable equinox Module (neurons along ``neuron_axes``, or its method ``neuron_axes()``), or
             the parameters of ``apply`` (e.g. a flax model's variables).
         data: ``(xs, ys)``: inputs with a leading sample axis, targets ``(m,)`` or ``(m, o)``.
-        optimizer: :func:`nqf.dynamics.optimizer` (``("sgd", eta)``: the flow is predicted in steps) or optax.
+        optimizer: :func:`nqf.training.optimizer` (``("sgd", eta)``: the flow is predicted in steps) or optax.
         num_steps: optimiser steps (full batch).
         apply: ``apply(params, x)``; ``None`` for an equinox Module called as ``model(x)``.
         neuron_axes: the neuron axis of each leaf (prefix pytree, as ``jax.vmap``'s ``in_axes``).

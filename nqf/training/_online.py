@@ -1,6 +1,6 @@
 r"""Teacher-student runs beside the NQF with independent seeds vmapped (App. C, Figs. 6 and 8).
 
-:func:`nqf.dynamics.compare_with_nqf` trains one module beside its NQF; with a batch of initial
+:func:`nqf.training.compare_with_nqf` trains one module beside its NQF; with a batch of initial
 weights its runs share one data stream. The two runs here need *independent runs*, each with its
 own teacher and its own data, vmapped over seeds in one compiled ``lax.scan``:
 
@@ -13,8 +13,8 @@ own teacher and its own data, vmapped over seeds in one compiled ``lax.scan``:
   recording training and test loss.
 
 Loss: the paper's MSE (Eq. 26, no $\frac12$) in the package's one convention, :func:`nqf.model.mse`.
-Each run is a configuration of :func:`nqf.dynamics.train`; agreement windows are
-:func:`nqf.dynamics.first_exceedance` of :func:`nqf.dynamics.relative_gap`.
+Each run is a configuration of :func:`nqf.training.train`; agreement windows are
+:func:`nqf.training.first_exceedance` of :func:`nqf.training.relative_gap`.
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def train_side_by_side(
     *,
     record_every: int = 1,
 ) -> SideBySide:
-    r"""Train several models with one optimiser (an :class:`~nqf.dynamics.Optimizer` or optax transformation),
-    full batch, seeds vmapped (Fig. 8); each model one configuration of :func:`nqf.dynamics.train`.
+    r"""Train several models with one optimiser (an :class:`~nqf.training.Optimizer` or optax transformation),
+    full batch, seeds vmapped (Fig. 8); each model one configuration of :func:`nqf.training.train`.
 
     ``applies[i](params, x)`` is model ``i``; ``params0[i]`` its initial parameters with a leading seed
     axis ``S`` on every leaf; ``train = (xs, ys)`` and ``test = (xt, yt)`` carry the same leading seed axis

@@ -1,5 +1,5 @@
 r"""Full-batch gradient descent on the Fourier MLP of Eq. (50) and on its NQF (Fig. 5): configurations of
-the one trainer :func:`nqf.dynamics.train` (``optax.sgd``, loss of Eq. 26, ``n`` models vmapped).
+the one trainer :func:`nqf.training.train` (``optax.sgd``, loss of Eq. 26, ``n`` models vmapped).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def fourier_gd(
     r"""Full-batch gradient descent on the loss of Eq. (26), $\frac1M\sum_\mu(f(x_\mu) - y_\mu)^2$ (no ½), for
     ``n`` independent Fourier MLPs at once (``jax.vmap``; e.g. one per $\theta$), the whole loop in
     ``lax.scan``. ``nqf=True`` trains the NQF of the module (:meth:`~nqf.architectures.FourierMLP.apply_nqf`) instead.
-    A configuration of :func:`nqf.dynamics.train` (``optax.sgd``; ``n`` runs vmapped).
+    A configuration of :func:`nqf.training.train` (``optax.sgd``; ``n`` runs vmapped).
 
     ``weights`` (default uniform) weigh the grid points in the mean: on a uniform grid $x_\mu = \mu/M$ the
     features and target are even about $x = 1/2$, so the points $\mu$ and $M-\mu$ can be merged into one of

@@ -35,7 +35,7 @@ def check_mesh(mesh: Any) -> None:
     """Raise a clear TypeError unless ``mesh`` is a ``jax.sharding.Mesh`` (or ``None``)."""
     if mesh is not None and not isinstance(mesh, Mesh):
         raise TypeError(
-            f"`mesh` must be a jax.sharding.Mesh (e.g. nqf.dynamics.batch_mesh()) or None; got {type(mesh).__name__}."
+            f"`mesh` must be a jax.sharding.Mesh (e.g. nqf.flow.batch_mesh()) or None; got {type(mesh).__name__}."
         )
 
 

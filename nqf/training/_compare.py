@@ -257,9 +257,9 @@ def compare_with_nqf(
         data: ``(xs, ys)`` — inputs with a leading sample axis (a pytree, e.g. ``(q, X)`` for attention)
             and targets ``(m,)`` or ``(m, o)`` — or a function ``sample(key) -> (x_batch, y_batch)`` for
             online SGD with fresh samples each step (then ``key`` is required).
-        optimizer: an :class:`~nqf.dynamics.Optimizer` (``nqf.dynamics.optimizer("adam", 1e-3)``: a new
+        optimizer: an :class:`~nqf.training.Optimizer` (``nqf.training.optimizer("adam", 1e-3)``: a new
             learning rate compiles nothing) or an optax ``GradientTransformation`` (``optax.sgd(eta)``, ...).
-            Both runs use the same one; each run is one configuration of :func:`nqf.dynamics.train`.
+            Both runs use the same one; each run is one configuration of :func:`nqf.training.train`.
         num_steps: number of optimiser steps (> 0).
         neuron_axes: for a pytree ``W0``, the neuron axis of each leaf, a prefix pytree like ``jax.vmap``'s
             ``in_axes`` (``None`` = a leaf shared by all neurons: held fixed, not trained).

@@ -1,6 +1,6 @@
 r"""One panel of Fig. 2 (Sec. 7): a module of :func:`nqf.datasets.fig2_modules` and its NQF trained on a
 low-rank teacher (:func:`nqf.datasets.low_rank_teacher`) at several initial scales at once, with
-:func:`nqf.dynamics.compare_with_nqf` (one configuration of the trainer), read as recovered singular
+:func:`nqf.training.compare_with_nqf` (one configuration of the trainer), read as recovered singular
 values $\hat s_k(t)/s_k$ of the end-to-end linear map.
 """
 
@@ -30,7 +30,7 @@ class Fig2Run(NamedTuple):
     window: np.ndarray  #: (B,) agreement window of the probe outputs (compare_with_nqf)
     loss_module: np.ndarray  #: (B, T) training loss
     loss_nqf: np.ndarray  #: (B, T)
-    comparison: Any  #: the full :class:`~nqf.dynamics.Comparison` (lanes flattened: seed-major)
+    comparison: Any  #: the full :class:`~nqf.training.Comparison` (lanes flattened: seed-major)
 
     def learning_phase_gap(self, t_end: Any) -> np.ndarray:
         r"""Largest gap $\max_{t\le t_\text{end},\,k}|\hat s_k^\text{module}(t) - \hat s_k^\text{NQF}(t)|$

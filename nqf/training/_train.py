@@ -1,5 +1,5 @@
 r"""Training of the weights $W$ themselves, for comparison with the NQF: thin configurations of the
-one trainer :func:`nqf.dynamics.train`.
+one trainer :func:`nqf.training.train`.
 
 * :func:`train_weights` — any optax optimiser on any loss ``loss_fn(params, batch)`` of $W$, with a
   stream of batches (GD, SGD, momentum, Adam, ...).
@@ -56,7 +56,7 @@ def train_weights(
     batches: Any = None,
     record: Callable[[Any], Any] | None = None,
 ) -> tuple[Any, Any]:
-    """Optimise ``loss_fn(params, batch)`` with an optax optimiser: :func:`nqf.dynamics.train` with the
+    """Optimise ``loss_fn(params, batch)`` with an optax optimiser: :func:`nqf.training.train` with the
     batches given as data, one per step.
 
     Args:
@@ -64,7 +64,7 @@ def train_weights(
             ``batches``, or ``None`` for full batch). Static: pass the same function object to reuse
             the compiled run.
         params0: initial parameters (e.g. ``W`` of shape ``(p, d)``).
-        optimizer: an :class:`~nqf.dynamics.Optimizer` (traced learning rate) or an optax
+        optimizer: an :class:`~nqf.training.Optimizer` (traced learning rate) or an optax
             transformation (``optax.sgd(eta)``, ``optax.sgd(eta, momentum=0.9)``, ``optax.adam(eta)``).
         num_steps: number of updates.
         batches: pytree whose leaves have a leading axis of length ``num_steps``.
@@ -120,7 +120,7 @@ def full_batch_gd(
     P: Float[ArrayLike, "p p"] | None = None,
 ) -> GDRun:
     r"""Full-batch gradient descent on $W$ for the paper's loss (Eq. 26), $W \leftarrow W - \eta\nabla_W\mathcal L$
-    (``optax.sgd``, one configuration of :func:`nqf.dynamics.train`), recording the
+    (``optax.sgd``, one configuration of :func:`nqf.training.train`), recording the
     features $z_k = (P^\top WW^\top P)_{kk}$ and the residuals at every step; time is $t = \eta\cdot$step.
     ``data`` must satisfy ZGZ (no ``gs``, ``Bs``)."""
     data = require_data(data)

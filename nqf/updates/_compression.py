@@ -16,7 +16,7 @@ has the same outputs on the training set at every SGD step: by induction
 $\tilde\mu_t = VV^\top\mu_t$ and $\tilde M_t = \frac d{d'}VV^\top M_tVV^\top$
 (Eqs. 106–112). Weights of width $d'$ with these statistics exist because
 $\tilde M - \tilde\mu\tilde\mu^\top/d'$ has rank $\le k_{\mathcal V} \le d'-1$
-(Eqs. 104–105, :func:`nqf.dynamics.weights_from_statistics`).
+(Eqs. 104–105, :func:`nqf.updates.weights_from_statistics`).
 
 **Corollary 3.** For a smaller width $d' \le k_{\mathcal V}$ (the paper states
 $d' \le p$ and does not project), keep $\tilde\mu = \mu$ and replace
@@ -146,8 +146,8 @@ def compress(
     * $1 \le d' \le k_{\mathcal V}$: Corollary 3 (Eqs. 238–240), truncated
       initial covariance; error bounded by Eq. (237).
 
-    ``state`` is ``(M, mu)`` (e.g. :func:`nqf.dynamics.statistics` of weights ``W``) or an
-    :class:`~nqf.dynamics.SGDState` (its momentum buffer is ignored).
+    ``state`` is ``(M, mu)`` (e.g. :func:`nqf.updates.statistics` of weights ``W``) or an
+    :class:`~nqf.updates.SGDState` (its momentum buffer is ignored).
     """
     data = require_data(data)
     p = data.p
@@ -247,7 +247,7 @@ def update_lipschitz(
     theorem), sampled at ``n_points`` points. The operator norm of a block
     Jacobian in this norm is at most $\max(\|J_{MM}\|_2 + \|J_{\mu M}\|_2,\ \|J_{M\mu}\|_2 + \|J_{\mu\mu}\|_2)$.
 
-    ``states``, ``states2``: trajectories ``(Ms, mus)`` (or :class:`~nqf.dynamics.SGDState`
+    ``states``, ``states2``: trajectories ``(Ms, mus)`` (or :class:`~nqf.updates.SGDState`
     trajectories) of equal length ``T``; ``batches`` has at most ``T - 1`` rows.
     """
     data = require_data(data)

@@ -12,7 +12,7 @@ vector field, solver and step budget as static arguments and everything else (da
 condition, save times, tolerances) traced. A second call with new data of the same shapes, or a
 new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations). With JAX's persistent
 compilation cache on, :func:`gradient_flow` also stores its traced program as a ``jax.export``
-serialization next to that cache (:mod:`nqf.dynamics._export`, keyed by shapes, options and
+serialization next to that cache (:mod:`nqf.flow._export`, keyed by shapes, options and
 versions): the first call of a new process then skips Python tracing and lowering of diffrax's
 solve and gets the same numbers, bit for bit (at $m = 4096$, $p = 8$, medians of 3 new processes:
 0.41 -> 0.14 s at load 2-3 on 2 cores, 0.9-1.2 -> 0.3-0.4 s at load 5-7).
@@ -42,7 +42,7 @@ there when fewer steps at a looser error matter.
 **Batches.** ``M0`` of shape ``(n, p, p)`` solves ``n`` flows in one program: with one dataset shared
 by every lane (its arrays enter the ``jax.vmap`` unbatched: one copy, one matrix product per stage
 for all lanes), or one dataset per lane; with a ``jax.sharding`` mesh the lanes are split over its
-devices (:mod:`nqf.dynamics._sharding`).
+devices (:mod:`nqf.flow._sharding`).
 
 **Log time.** Runs that span decades (plateaus of length $\ln(1/\epsilon)$) can be solved in
 $s = \ln(1 + (t - t_0)/t_s)$, $dy/ds = (t_s + t - t_0) f(t, y)$, with $t_s$ the first save
@@ -496,7 +496,7 @@ def gradient_flow(
             spans more than three decades).
         max_steps: the solver's step budget (a positive int); a solve that needs more raises.
         progress: show diffrax's progress bar.
-        mesh: a ``jax.sharding.Mesh`` (e.g. :func:`nqf.dynamics.batch_mesh`) over which a batch's lanes
+        mesh: a ``jax.sharding.Mesh`` (e.g. :func:`nqf.flow.batch_mesh`) over which a batch's lanes
             are split; the numbers are those of the unsharded solve.
 
     Returns:
