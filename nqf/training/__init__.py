@@ -17,6 +17,10 @@ from ._online import SideBySide as SideBySide
 from ._online import train_side_by_side as train_side_by_side
 from ._online import teacher_data as teacher_data
 from ._online import log_loss_gap as log_loss_gap
+from ._losses import BatchLoss as BatchLoss
+from ._losses import NQFLoss as NQFLoss
+from ._losses import OutputLoss as OutputLoss
+from ._losses import Record as Record
 from ._trainer import Optimizer as Optimizer
 from ._trainer import optimizer as optimizer
 from ._trainer import train as train

@@ -58,6 +58,7 @@ from ..structure._matrix_free import check_hypotheses
 from ..structure._matrix_free import require_hypotheses
 from ..structure._neurons import split_params
 from ._agreement import first_exceedance
+from ._losses import OutputLoss
 from ._agreement import relative_gap
 from ._trainer import as_optimizer
 from ._trainer import train
@@ -96,22 +97,6 @@ def _require_float64(tr, name: str) -> None:
 
 
 # ----------------------------------------------------------------- loss and record as values
-class OutputLoss(eqx.Module):
-    """The loss of Eq. 26 (:func:`nqf.model.mse`) of a module (``nqf=False``) or of its NQF (``nqf=True``);
-    the frozen leaves come through ``args["frozen"]``. A value: compiled runs are cached on it."""
-
-    apply: Callable
-    nqf: bool = eqx.field(static=True)
-
-    def predict(self, tr, args, xs):
-        fn = _nqf_out if self.nqf else _module_out
-        return jax.vmap(lambda x: fn(self.apply, tr, args["frozen"], x))(xs)
-
-    def __call__(self, tr, batch, args):
-        xb, yb = batch
-        return mse(self.predict(tr, args, xb), yb)
-
-
 class NQFFromParts(eqx.Module):
     r"""The loss of Eq. 26 of an NQF evaluated from per-sample parts computed once: a batch is
     ``(xs, ys, f0, A)`` with $f_x(0)$ and either the structure matrices $A(x)$ (``quadratic=None``:

@@ -32,7 +32,7 @@ from .._checks import check_int
 from ..architectures._base import Architecture
 from ..model._model import mse
 from ._agreement import relative_gap
-from ._compare import OutputLoss
+from ._losses import OutputLoss
 from ._trainer import optimizer as make_optimizer
 from ._trainer import train as run_trainer
 

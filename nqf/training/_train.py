@@ -28,23 +28,12 @@ from ..model._model import mse_loss
 from ..model._model import residuals
 from typing import NamedTuple
 
+from ._losses import BatchLoss
+from ._losses import NQFLoss
+from ._losses import Record
 from ._trainer import optimizer
 from ._trainer import train
 
-
-
-class _LossOfBatch(eqx.Module):
-    fn: Callable = eqx.field(static=True)
-
-    def __call__(self, params, batch, args):
-        return self.fn(params, batch)
-
-
-class _RecordOf(eqx.Module):
-    fn: Callable = eqx.field(static=True)
-
-    def __call__(self, params, args):
-        return self.fn(params)
 
 
 def train_weights(
@@ -85,9 +74,9 @@ def train_weights(
                 raise ValueError(
                     f"`batches` leaves must have leading axis num_steps={num_steps}; got shape {jnp.shape(leaf)}."
                 )
-    res = train(_LossOfBatch(loss_fn), params0, optimizer, num_steps=num_steps, data=batches,
+    res = train(BatchLoss(loss_fn), params0, optimizer, num_steps=num_steps, data=batches,
                 batches=None if batches is None else jnp.arange(num_steps),
-                record=None if record is None else _RecordOf(record))
+                record=None if record is None else Record(record))
     history = {"loss": jnp.asarray(res.batch_loss)}
     if record is not None:
         history["record"] = jax.tree_util.tree_map(jnp.asarray, res.record)
@@ -95,11 +84,6 @@ def train_weights(
 
 
 # ------------------------------------------------------------------ GD on W, and initial scales
-class _NQFWeightLoss(eqx.Module):
-    def __call__(self, W, batch, args):
-        return mse_loss(W @ W.T, args["data"])
-
-
 class _GDRecord(eqx.Module):
     def __call__(self, W, args):
         P = args["P"]
@@ -134,7 +118,7 @@ def full_batch_gd(
     P = jnp.eye(p) if P is None else jnp.asarray(P, dtype=float)
     check_shape("P", P, (p, p), "feature basis (columns)")
 
-    res = train(_NQFWeightLoss(), W0, optimizer("sgd", float(eta)), num_steps=int(num_steps),
+    res = train(NQFLoss(), W0, optimizer("sgd", float(eta)), num_steps=int(num_steps), data=data,
                 args={"data": data, "P": P}, record=_GDRecord())
     hist = {"record": res.record}
     z, res, off = (np.asarray(v) for v in hist["record"])
