@@ -4,6 +4,8 @@ From the ground up: ``_types``, ``_checks`` <- ``architectures``, ``model`` <-
 ``structure`` <- ``updates``, ``flow`` <- ``training`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
 A room imports only rooms on lower floors (and itself); no science room
 imports the book machinery; the top-level ``__init__`` may import any room.
+No circles, not even between two files of one room (nor of ``nqfbook``): every
+import counts, lazy or ``TYPE_CHECKING`` ones too.
 The book's tool (``nqfbook``, the runner) sits above all of them and outside
 ``nqf``: no file of ``nqf`` imports it, and it does not import ``nqf`` (it
 executes and hashes the package, so the runner never needs JAX).
@@ -84,6 +86,116 @@ def test_the_checker_sees_an_upward_import(tmp_path, monkeypatch):
     (fake / "model" / "_x.py").write_text("from ..updates import nqf_sgd\nfrom ..pipeline import Claims\n")
     monkeypatch.setattr(__import__(__name__), "NQF", fake)
     assert len(_violations()) == 2
+
+
+def _module_of(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(path: Path, root: Path) -> set[str]:
+    """Modules of the tree ``root`` (a package: ``nqf`` or ``nqfbook``) that ``path`` imports, anywhere in the
+    file: ``from .x import y`` is module ``x`` (or ``x.y`` when ``y`` is a module), ``from . import y`` is
+    ``y`` when ``y`` is a module of the package, else the package's ``__init__``."""
+    package = path.relative_to(root.parent).with_suffix("").parts[:-1]
+    out = set()
+
+    def add(parts: list[str], names=()):
+        target = root.parent.joinpath(*parts)
+        if target.is_dir():
+            subs = [n for n in names if (target / f"{n}.py").is_file() or (target / n).is_dir()]
+            out.update(".".join([*parts, n]) for n in subs)
+            if len(subs) < len(names) or not names:
+                out.add(".".join(parts))
+        elif target.with_suffix(".py").is_file():
+            out.add(".".join(parts))
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                parts = base + (node.module.split(".") if node.module else [])
+            else:
+                parts = (node.module or "").split(".")
+            if parts[:1] == [root.name]:
+                add(parts, [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == root.name:
+                    add(a.name.split("."))
+    return out
+
+
+def _room_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or parts[0] != "nqf" else module
+
+
+def _import_cycles(root: Path) -> list[list[str]]:
+    """The import cycles among the files of one room (``nqf.pipeline``, ``nqf.training``, ..., or the whole
+    of a flat package such as ``nqfbook``): the strongly connected components of the file-import graph
+    with more than one file (or a file importing itself). Imports across rooms are the floors' business."""
+    files = {_module_of(p, root): p for p in sorted(root.rglob("*.py"))}
+    rooms = {m: (_room_of(m) if root.name == "nqf" else root.name) for m in files}
+    graph = {m: sorted(t for t in _module_imports(p, root) if t in files and t != m and rooms[t] == rooms[m])
+             for m, p in files.items()}
+    # Tarjan's strongly connected components
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(cycles)
+
+
+def test_no_import_cycle_inside_a_room():
+    assert _import_cycles(NQF) == []
+    assert _import_cycles(NQFBOOK) == []
+
+
+def test_the_cycle_checker_sees_a_planted_cycle(tmp_path):
+    """The check is not vacuous: two files of one room importing each other (one of them lazily, as
+    ``_claims`` and ``_claims_table`` did) are a cycle; a file importing its room's ``__init__`` name that
+    is a module is an edge to that module (any other name, to the ``__init__``), and imports across rooms are
+not counted."""
+    fake = tmp_path / "nqf"
+    (fake / "pipeline").mkdir(parents=True)
+    (fake / "model").mkdir()
+    (fake / "__init__.py").write_text("from .pipeline import Claims\n")
+    (fake / "pipeline" / "__init__.py").write_text("from ._a import A\nfrom ._b import B\n")
+    (fake / "pipeline" / "_a.py").write_text("from ._b import B\nA = 1\n")
+    (fake / "pipeline" / "_b.py").write_text("def f():\n    from nqf.pipeline._a import A\nB = 2\n")
+    (fake / "pipeline" / "_c.py").write_text("from . import _a\nfrom ..model import _x\n")
+    (fake / "model" / "__init__.py").write_text("")
+    (fake / "model" / "_x.py").write_text("from ..pipeline import _c\n")  # across rooms: the floors' business
+    assert _import_cycles(fake) == [["nqf.pipeline._a", "nqf.pipeline._b"]]
+    (fake / "pipeline" / "_b.py").write_text("B = 2\n")
+    assert _import_cycles(fake) == []
+    (fake / "pipeline" / "_b.py").write_text("from . import _c\nB = 2\n")  # a longer circle: a -> b -> c -> a
+    assert _import_cycles(fake) == [["nqf.pipeline._a", "nqf.pipeline._b", "nqf.pipeline._c"]]
+    (fake / "pipeline" / "_b.py").write_text("from nqf.pipeline import A\nB = 2\n")  # through the room's __init__
+    assert _import_cycles(fake) == [["nqf.pipeline", "nqf.pipeline._a", "nqf.pipeline._b"]]
 
 
 def test_top_level_surface_is_small():

@@ -1,6 +1,6 @@
 r"""How a chapter's claims read on its page: the tables grouped by kind (paper claims, findings, sanity
 checks) and the one-line summary the claims cell ends with. The claims themselves, their kinds and
-checks are :mod:`nqf.pipeline._claims`.
+checks are :mod:`nqf.pipeline._claim`; the collector, :mod:`nqf.pipeline._claims`.
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 import html
 import pathlib
 
-from ._claims import KINDS
-from ._claims import Claim
-from ._claims import _measured_text
-from ._claims import readable_name
+from ._claim import KINDS
+from ._claim import Claim
+from ._claim import _measured_text
+from ._claim import readable_name
 
 _GROUP_TITLES = {
     "paper": "Paper claims",

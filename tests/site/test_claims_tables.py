@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nqf.pipeline import Claims
-from nqf.pipeline._claims import readable_name
+from nqf.pipeline._claim import readable_name
 
 
 def _table(tmp_path):
