@@ -141,6 +141,34 @@ def test_sample_wise_loss_checks():
 
 
 # ------------------------------------------------------------------ power-law fit
+def test_one_line_fit_gives_polyfit_bit_for_bit():
+    """The one least-squares line (``nqf._fit``): the numbers the callers' own ``np.polyfit`` lines gave,
+    bit for bit, with each caller's points kept; and no other ``polyfit`` in the package."""
+    from pathlib import Path
+
+    from nqf._fit import fit_line, loglog_slope
+
+    rng = np.random.default_rng(0)
+    scales = np.logspace(-3, -1, 10)
+    rem = scales ** 3 * (1 + 0.1 * rng.standard_normal(10))
+    floor = np.full(10, 2e-9)  # the three smallest scales at round-off: left out
+    keep = rem > floor
+    assert 2 <= keep.sum() < 10
+    assert loglog_slope(scales, rem, keep=keep) == float(np.polyfit(np.log(scales[keep]), np.log(rem[keep]), 1)[0])
+    assert np.isnan(loglog_slope(scales, rem, keep=rem > 1.0))  # fewer than two kept
+    x, y = rng.standard_normal(7), rng.standard_normal(7)
+    assert fit_line(x, y) == tuple(float(v) for v in np.polyfit(x, y, 1))
+    mixed = np.array([-1.0, 0.0, 2.0, 3.0, 5.0])  # default keep: the positive points only
+    vals = np.array([1.0, 2.0, 0.0, 4.0, 7.0])
+    ok = (mixed > 0) & (vals > 0)
+    assert loglog_slope(mixed, vals) == float(np.polyfit(np.log(mixed[ok]), np.log(vals[ok]), 1)[0])
+    assert np.isnan(loglog_slope([1.0, 2.0], [1.0, -1.0]))
+    assert pipeline.loglog_slope is loglog_slope
+    assert pipeline.intercept_fit(x, y) == tuple(float(v) for v in np.polyfit(x, y, 1)[::-1])
+    root = Path(nqf.__file__).parent
+    assert [p.relative_to(root).as_posix() for p in root.rglob("*.py") if "polyfit" in p.read_text()] == ["_fit.py"]
+
+
 def test_power_law_fit_exact_and_window_checks():
     t = np.geomspace(1, 1e4, 300)
     f = pipeline.power_law_fit(t, 3 * t ** -1.7, 10.0, 1000.0)

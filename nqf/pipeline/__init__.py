@@ -15,7 +15,7 @@ from ._measure import intercept_fit as intercept_fit
 from ._measure import step_deviation as step_deviation
 from ._measure import crossing_time as crossing_time
 from ._plots import structure_heatmap as structure_heatmap
-from ._plots import loglog_slope as loglog_slope
+from .._fit import loglog_slope as loglog_slope
 from ._style import use_style as use_style
 from ._style import savefig as savefig
 from ._style import PALETTE as PALETTE

@@ -10,6 +10,7 @@ from jaxtyping import Float
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
+from .._fit import fit_line
 from .._types import ArrayLike
 
 
@@ -24,8 +25,8 @@ def intercept_fit(x: Float[ArrayLike, " n"], y: Float[ArrayLike, " n"]) -> tuple
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < 2:
         raise ValueError(f"need at least two finite points to fit a line; got {int(ok.sum())}.")
-    s, y0 = np.polyfit(x[ok], y[ok], 1)
-    return float(y0), float(s)
+    s, y0 = fit_line(x[ok], y[ok])
+    return y0, s
 
 
 def step_deviation(taus, curve, step, jumps, margin: float) -> np.ndarray:

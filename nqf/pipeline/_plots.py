@@ -29,12 +29,3 @@ def structure_heatmap(ax, A, title: str = "", *, blocks: list[int] | None = None
     ax.set_yticks([])
     ax.set_title(title, fontsize=9)
     return im
-
-
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of ``log y`` against ``log x`` (positive entries only)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._fit import fit_line
+
 
 class PowerLawFit(NamedTuple):
     exponent: float  # -d ln E / d ln t over the window (positive for a decaying law)
@@ -41,7 +43,7 @@ def power_law_fit(t, E, t_lo: float, t_hi: float, *, n: int = 200) -> PowerLawFi
         raise ValueError("`t` must increase strictly.")
     x = np.linspace(np.log(t_lo), np.log(t_hi), int(n))
     y = np.interp(x, np.log(t), np.log(E))
-    slope, icpt = np.polyfit(x, y, 1)
+    slope, icpt = fit_line(x, y)
     rms = float(np.sqrt(np.mean((y - (slope * x + icpt)) ** 2)))
     return PowerLawFit(float(-slope), float(icpt), float(t_lo), float(t_hi), rms)
 

@@ -23,6 +23,7 @@ from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
 from .._checks import require_x64
+from .._fit import fit_line
 from .._types import ArrayLike
 from ..flow._flow import integrate
 from ..flow._flow import succeeded
@@ -169,7 +170,7 @@ def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: 
         if not float(K) > k.max():
             raise ValueError(f"`K` (number of modes) must exceed the window's last mode {k.max():g}; got {K!r}.")
         y = np.log(k ** (1.0 - a1) - float(K) ** (1.0 - a1))
-    return float(-np.polyfit(x, y, 1)[0])
+    return -fit_line(x, y)[0]
 
 
 # ------------------------------------------------------------------ feature-wise closed form

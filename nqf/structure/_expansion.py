@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_shape
+from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
 from ..architectures._base import Architecture
@@ -100,5 +101,5 @@ def remainder_scaling(
         floor.append(100 * eps * float(jnp.max(jnp.abs(jnp.stack([f, pred, jnp.broadcast_to(f0, f.shape)])))))
     rem = np.asarray(rem)
     keep = rem > np.asarray(floor)  # remainders at round-off carry no order information
-    slope = float(np.polyfit(np.log(scales[keep]), np.log(rem[keep]), 1)[0]) if keep.sum() >= 2 else float("nan")
+    slope = loglog_slope(scales, rem, keep=keep)
     return RemainderScaling(scales, rem, slope)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
 from ..architectures._base import Architecture
@@ -119,8 +120,7 @@ def check_theorem1(
     slopes = []
     for r, fl in zip(rem, floor):
         keep = r > fl
-        slopes.append(float(np.polyfit(np.log(scales[keep]), np.log(r[keep]), 1)[0])
-                      if keep.sum() >= 2 and not exact else float("nan"))
+        slopes.append(loglog_slope(scales, r, keep=keep) if not exact else float("nan"))
     return Theorem1Check(
         name=arch.name, p=arch.p, A=A, A_autodiff=np.asarray(rep.A, np.float64),
         closed_form_error=relative_error(A, rep.A),
