@@ -194,7 +194,7 @@ def _probe(module, W0, key, x, W_extra):
     perms = (np.roll(np.arange(d), 1), np.r_[1, 0, np.arange(2, d)])
     W_values = jnp.concatenate([jnp.stack([W0, W] + [W[:, q] for q in perms]), W_extra.astype(W0.dtype)])
     steps = jnp.asarray(_taylor_steps(W0.dtype), W0.dtype)
-    W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V, W.at[:, 0].set(0.0)[None]])
+    W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V[None], W.at[:, 0].set(0.0)[None]])
     jac = jax.jacrev(F)
     f_pts = jax.vmap(F, in_axes=(0, None))(W_values, x)
     J_pts = jax.vmap(jac, in_axes=(0, None))(W_grads, x)
