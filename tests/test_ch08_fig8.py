@@ -1,0 +1,64 @@
+"""notebooks/ch08_fig8.py: a deep module, its 2-layer NQF and its 1-layer NQF trained side by side (Fig. 8)."""
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import nqf
+from nqf import architectures
+from helpers import count_compilations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+from ch08_fig8 import log_loss_gap, teacher_data, train_side_by_side  # noqa: E402
+
+
+def test_side_by_side_equals_separate_optax_runs():
+    arch = architectures.deep_mlp(3, (4, 4, 4))
+    S = 2
+    Wt = tuple(jax.random.normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(0), 2),
+                                                                    arch.ps, arch.widths))
+    train, test = teacher_data(arch, Wt, key=jax.random.PRNGKey(1), n_train=20, n_test=30)
+    assert train[0].shape == (S, 20, 3) and test[1].shape == (S, 30)
+    np.testing.assert_allclose(np.std(np.asarray(train[1]), axis=1), 1.0, rtol=1e-12)
+    Ws = tuple(0.3 * jax.random.normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(2), 2),
+                                                                         arch.ps, arch.widths))
+    W1 = jax.vmap(lambda *W: arch.collapse(W))(*Ws)
+    opt = optax.adam(1e-2)
+    res = train_side_by_side((arch.apply, arch.deep_nqf, arch.one_layer_nqf), (Ws, Ws, W1), opt, train_data=train,
+                             test_data=test, num_steps=6, record_every=2)
+    assert res.train_loss[0].shape == res.test_loss[2].shape == (S, 4)
+    # model 1 (the 2-layer NQF), seed 1, trained alone
+    xs, ys = train[0][1], train[1][1]
+    W = tuple(w[1] for w in Ws)
+    loss = lambda W, xs=xs, ys=ys: jnp.mean((jax.vmap(lambda x: arch.deep_nqf(W, x))(xs) - ys) ** 2)  # noqa: E731
+    np.testing.assert_allclose(res.test_loss[1][1, 0], loss(W, test[0][1], test[1][1]), rtol=1e-10)
+    with jax.numpy_dtype_promotion("standard"):  # plain optax Adam mixes its int32 step count with floats
+        state = opt.init(W)
+        for _ in range(6):
+            upd, state = opt.update(jax.grad(loss)(W), state, W)
+            W = optax.apply_updates(W, upd)
+    np.testing.assert_allclose(res.train_loss[1][1, -1], loss(W), rtol=1e-10)
+
+
+def test_side_by_side_compiles_once_for_new_rate():
+    arch = architectures.two_layer_mlp(3)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    W0 = 0.01 * jax.random.normal(keys[0], (2, arch.p, 4))
+    Wt = jax.random.normal(keys[1], (2, arch.p, 2))
+    train, test = teacher_data(arch, Wt, key=keys[0], n_train=10, n_test=6)
+    kw = dict(train_data=train, test_data=test, num_steps=10, record_every=5)
+    W2 = 2 * W0
+    train_side_by_side((arch.apply,), (W0,), nqf.optimizer("adam", 0.01), **kw)
+    with count_compilations() as seen:
+        train_side_by_side((arch.apply,), (W2,), nqf.optimizer("adam", 0.03), **kw)
+    assert seen == []
+
+
+def test_log_loss_gap():
+    np.testing.assert_allclose(log_loss_gap([[1.0, np.e]], [[1.0, 1.0]]), [0.5])
+    assert np.isinf(log_loss_gap([[1.0, 1.0]], [[1.0, np.nan]]))[0]  # a diverged run
+    assert np.isinf(log_loss_gap([[1.0, 1.0]], [[1.0, 0.0]]))[0]
