@@ -319,3 +319,24 @@ def as_real_array(name: str, x, dtype=float):
     elif jnp.issubdtype(jnp.result_type(x), jnp.complexfloating):
         raise TypeError(f"`{name}` must be an array of real numbers; got dtype {jnp.result_type(x)}.")
     return jnp.asarray(x, dtype=dtype)
+
+
+def require_kind(name: str, ok: object, expected: str, value) -> None:
+    """``TypeError`` ``"`name` must be <expected>; got <type> <value>."`` unless ``ok``: the kind check of a
+    rule the caller decides (a chapter parameter's declared type, a claim's kind)."""
+    if not ok:
+        raise TypeError(f"`{name}` must be {expected}; got {type(value).__name__} {_describe(value)}.")
+
+
+def require_value(name: str, ok: object, expected: str, got: str) -> None:
+    """``ValueError`` ``"`name` must be <expected>; got <got>."`` unless ``ok`` (``got``: the text that says what
+    was given, e.g. ``repr(value)`` or ``f"shape {x.shape}"``): the value check of a rule the caller decides."""
+    if not ok:
+        raise ValueError(f"`{name}` must be {expected}; got {got}.")
+
+
+def require(ok: object, error: type[Exception], message: str) -> None:
+    """Raise ``error(message)`` unless ``ok``: for the errors that are not about one argument (a chapter whose
+    claims failed raises the book's ``ClaimError``)."""
+    if not ok:
+        raise error(message)

@@ -1,7 +1,9 @@
 """nqfbook, the book's tool: execute the chapters with papermill, check their claims, build the site.
 
-It is not part of the science package: it executes and hashes ``nqf/``, and never imports it
-(``nqf`` never imports it either).
+It is not part of the science package: it executes and hashes ``nqf/``, and of ``nqf`` it imports
+only ``nqf.pipeline``'s rule for a chapter's parameters (the one the kernel checks too), and only when a
+``-p`` value is checked: importing ``nqf`` imports JAX (about 1 s), which a run without ``-p``, ``--list``
+or ``--help`` does not pay. ``nqf`` never imports ``nqfbook``.
 
 Command line (from the repository root)::
 

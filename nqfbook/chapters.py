@@ -128,44 +128,21 @@ def parameter_info(notebook) -> dict[str, tuple[Any, str, str]]:
     return out
 
 
-_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": (list, tuple), "tuple": (list, tuple)}
+def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, hint: str = "") -> None:
+    """A ``-p`` value must be of the parameter's type: its annotation ``hint`` (``"int"``, ``"list[float]"``,
+    ``"Optional[int]"``), else the type of its ``default``, by the one rule the kernel checks too
+    (:func:`nqf.pipeline.parameter_type`: ``rays: int = None`` accepts None and ints, not bools, floats or
+    strings; an int is a float; a list is typed by its entries). Checked before any execution, so a wrong
+    type never runs a chapter.
 
+    The rule is imported from ``nqf.pipeline`` here, when a ``-p`` value is checked, not when the runner
+    starts: importing ``nqf`` imports JAX (about 1 s), which a run without ``-p`` does not pay.
+    """
+    from nqf.pipeline import parameter_type
 
-def _hint_accepts(hint: str, value: Any) -> Optional[bool]:
-    """Whether an annotation such as ``"str | None"`` or ``"Optional[int]"`` admits ``value`` (None: unknown)."""
-    words = [w.strip() for w in hint.replace("Optional[", "").replace("]", "").replace("|", ",").split(",")]
-    kinds = [_TYPES[w] for w in words if w in _TYPES]
-    if not kinds:
-        return None
-    if value is None:
-        return "None" in words or "Optional[" in hint
-    if isinstance(value, bool) and bool not in kinds:
-        return False
-    return any(isinstance(value, k) for k in kinds)
-
-
-def check_parameter_type(chapter: str, name: str, default: Any, value: Any, hint: str = "") -> None:
-    """A ``-p`` value must have the parameter's annotated type, else the type of its default (an int is a
-    float; an unannotated ``None`` default accepts anything); checked before any execution, so a wrong type
-    never runs a chapter."""
-    accepts = _hint_accepts(hint, value) if hint else None
-    if accepts is not None:
-        if not accepts:
-            raise RunnerError(f"{chapter}: -p {name} must be {hint}; got {type(value).__name__} {value!r}")
-        return
-    if default is None or default is ...:
-        return
-    if isinstance(default, bool) or isinstance(value, bool):
-        ok = isinstance(default, bool) and isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float))
-    elif isinstance(default, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
-    else:
-        ok = isinstance(value, type(default))
-    if not ok:
-        raise RunnerError(f"{chapter}: -p {name} must be of type {type(default).__name__} like its default "
-                          f"{default!r}; got {type(value).__name__} {value!r}")
+    kind = parameter_type(default, annotation=hint)
+    if not kind.accepts(value):
+        raise RunnerError(f"{chapter}: -p {name} must be {kind.expected}; got {type(value).__name__} {value!r}")
 
 
 def parse_parameter(text: str) -> tuple[str, Any]:

@@ -73,7 +73,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             info[nb_path.stem] = parameter_info(nb_path)
             for k, v in params.items():
                 default, _, hint = info[nb_path.stem][k]
-                check_parameter_type(nb_path.stem, k, default, v, hint)
+                check_parameter_type(nb_path.stem, k, default, v, hint=hint)
         if args.list:
             for nb_path in selected:
                 print(f"{nb_path.stem}:")

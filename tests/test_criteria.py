@@ -10,10 +10,10 @@ from nqf.pipeline import (Claims, about_band, interval_tolerance, mean_interval,
 
 
 def test_interval_tolerance():
-    assert interval_tolerance(5) == 5.0
+    assert interval_tolerance(5, 1) == 5.0
     assert interval_tolerance(2, 3) == 6.0
     with pytest.raises(ValueError):
-        interval_tolerance(0)
+        interval_tolerance(0, 1)
     with pytest.raises(ValueError):
         interval_tolerance(1, -1)
 

@@ -7,8 +7,9 @@ imports the book machinery; the top-level ``__init__`` may import any room.
 No circles, not even between two files of one room (nor of ``nqfbook``): every
 import counts, lazy or ``TYPE_CHECKING`` ones too.
 The book's tool (``nqfbook``, the runner) sits above all of them and outside
-``nqf``: no file of ``nqf`` imports it, and it does not import ``nqf`` (it
-executes and hashes the package, so the runner never needs JAX).
+``nqf``: no file of ``nqf`` imports it, and of ``nqf`` it imports exactly the
+public namespace ``nqf.pipeline`` (the rule for a chapter's parameters, which
+the kernel checks too); nothing else of the science, no private module.
 """
 
 from __future__ import annotations
@@ -219,11 +220,26 @@ def _imported_packages(path: Path) -> set[str]:
     return tops
 
 
+def _imported_nqf_modules(path: Path) -> set[str]:
+    """The modules of ``nqf`` named by the absolute imports of ``path`` (``from nqf import pipeline`` names
+    ``nqf.pipeline``; ``from nqf import train`` names ``nqf``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module == "nqf":
+                out.update("nqf.pipeline" if a.name == "pipeline" else "nqf" for a in node.names)
+            elif node.module.split(".")[0] == "nqf":
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "nqf")
+    return out
+
+
 def _tool_violations(nqf: Path = NQF, nqfbook: Path = NQFBOOK) -> list[str]:
     bad = [f"nqf/{p.relative_to(nqf)} imports nqfbook" for p in sorted(nqf.rglob("*.py"))
            if "nqfbook" in _imported_packages(p)]
-    bad += [f"nqfbook/{p.relative_to(nqfbook)} imports nqf" for p in sorted(nqfbook.rglob("*.py"))
-            if "nqf" in _imported_packages(p)]
+    bad += [f"nqfbook/{p.relative_to(nqfbook)} imports {m} (of nqf it may import nqf.pipeline only)"
+            for p in sorted(nqfbook.rglob("*.py")) for m in sorted(_imported_nqf_modules(p) - {"nqf.pipeline"})]
     return bad
 
 
@@ -233,7 +249,18 @@ def test_the_book_tool_is_outside_the_science():
 
 
 def test_the_tool_checker_sees_a_planted_import(tmp_path):
-    for pkg, line in (("nqf", "import nqfbook.cli\n"), ("nqfbook", "from nqf.pipeline import Claims\n")):
+    """Planted imports are reported: nqf importing the tool, the tool importing a room of the science other
+    than ``nqf.pipeline``, the top level, or a private module of the pipeline; ``nqf.pipeline`` itself is
+    allowed, lazily or not."""
+    lines = {"nqf": ["import nqfbook.cli"],
+             "nqfbook": ["from nqf.training import train", "import nqf", "from nqf import train",
+                         "from nqf.pipeline._parameters import parameter_type",
+                         "from nqf.pipeline import parameter_type", "import nqf.pipeline", "from nqf import pipeline"]}
+    for pkg, body in lines.items():
         (tmp_path / pkg / "sub").mkdir(parents=True)
-        (tmp_path / pkg / "sub" / "_x.py").write_text(f"def f():\n    {line}")
-    assert len(_tool_violations(tmp_path / "nqf", tmp_path / "nqfbook")) == 2
+        (tmp_path / pkg / "sub" / "_x.py").write_text("def f():\n" + "".join(f"    {b}\n" for b in body))
+    bad = _tool_violations(tmp_path / "nqf", tmp_path / "nqfbook")
+    assert bad == ["nqf/sub/_x.py imports nqfbook",
+                   "nqfbook/sub/_x.py imports nqf (of nqf it may import nqf.pipeline only)",
+                   "nqfbook/sub/_x.py imports nqf.pipeline._parameters (of nqf it may import nqf.pipeline only)",
+                   "nqfbook/sub/_x.py imports nqf.training (of nqf it may import nqf.pipeline only)"], bad

@@ -145,7 +145,65 @@ def test_parameters_are_typed_by_annotation_or_default(tmp_path):
     with pytest.raises(nqfbook.RunnerError, match="-p steps must be of type int"):
         nqfbook.check_parameter_type("ch01_x", "steps", 100, "many")
     with pytest.raises(nqfbook.RunnerError, match="-p mnist_dir must be str; got int 3"):
-        nqfbook.check_parameter_type("ch01_x", "mnist_dir", "", 3, "str")
+        nqfbook.check_parameter_type("ch01_x", "mnist_dir", "", 3, hint="str")
+
+
+_DECLARED = (
+    'fidelity = "full"\nout_dir = "../_build/output/full"\n'
+    "rays: int = None  # random directions (quick 2, full 8), as ch01 declares it\n"
+    "rate: float = 0.1\nsteps = 100\nscale = 0.5\nteacher_s = [1.0, 0.5, 0.25]\netas: list = None\n"
+    'xs: list[float] = None\nmnist_dir: str = ""\nflag = False\nanything = None\nmaybe: Optional[int] = 3\n'
+)
+_CASES = [  # (name, value, accepted): the one rule of nqf.pipeline.parameter_type
+    ("rays", None, True), ("rays", 3, True), ("rays", 2.5, False), ("rays", True, False), ("rays", "3", False),
+    ("rate", 1, True), ("rate", 0.5, True), ("rate", True, False), ("rate", "0.1", False), ("rate", None, False),
+    ("steps", 20, True), ("steps", 2.0, False), ("steps", "many", False), ("steps", None, False),
+    ("steps", False, False),
+    ("scale", 1, True), ("scale", True, False),
+    ("teacher_s", [1, 0.5], True), ("teacher_s", [], True), ("teacher_s", ["a"], False),
+    ("teacher_s", [True], False), ("teacher_s", 1.0, False),
+    ("etas", [0.1, "x"], True), ("etas", None, True), ("etas", 0.1, False),
+    ("xs", [1, 2.5], True), ("xs", None, True), ("xs", ["a"], False), ("xs", [True], False),
+    ("mnist_dir", "/data", True), ("mnist_dir", 3, False), ("mnist_dir", None, False),
+    ("flag", True, True), ("flag", 1, False),
+    ("anything", [1, 2], True), ("anything", "x", True), ("anything", None, True),
+    ("maybe", None, True), ("maybe", 4, True), ("maybe", 4.5, False),
+]
+
+
+@pytest.fixture(scope="module")
+def declared_info(tmp_path_factory):
+    nb = make_notebook(tmp_path_factory.mktemp("params") / "ch01_x.ipynb", [], params=_DECLARED)
+    return nqfbook.parameter_info(nb)
+
+
+@pytest.mark.parametrize("name, value, accepted", _CASES, ids=[f"{n}={v!r}" for n, v, _ in _CASES])
+def test_the_runner_and_the_kernel_share_one_parameter_rule(declared_info, name, value, accepted):
+    """The same answer from both paths: the runner's ``-p`` check (the annotation as papermill reads it) and
+    the kernel's check of papermill's injected cell (``start_chapter``, the cell's own source)."""
+    from nqf.pipeline._chapter import check_injected_parameters
+
+    default, _, hint = declared_info[name]
+    try:
+        nqfbook.check_parameter_type("ch01_x", name, default, value, hint=hint)
+        runner = True
+    except nqfbook.RunnerError as exc:
+        assert f"-p {name} must be" in str(exc)
+        runner = False
+    try:
+        check_injected_parameters([_DECLARED, f"# Parameters\n{name} = {value!r}\n"])
+        kernel = True
+    except TypeError as exc:
+        assert f"`{name}` must be" in str(exc)
+        kernel = False
+    assert (runner, kernel) == (accepted, accepted)
+
+
+def test_a_parameter_declared_int_none_says_so():
+    """ch01's ``rays: int = None``: the declared default is accepted, and a refusal says what is accepted."""
+    with pytest.raises(nqfbook.RunnerError, match=r"-p rays must be int or None; got float 2.5"):
+        nqfbook.check_parameter_type("ch01_x", "rays", None, 2.5, hint="int")
+    nqfbook.check_parameter_type("ch01_x", "rays", None, None, hint="int")
 
 
 def test_wrongly_typed_parameter_fails_before_execution(tmp_repo):

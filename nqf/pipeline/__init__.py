@@ -1,6 +1,7 @@
-r"""What the chapters import: claims, figure style and measurement helpers.
-Imported by notebooks, never by the science. The runner that executes the chapters is
-not here: it is the book's tool, the top-level package ``nqfbook``.
+r"""What the chapters and the runner share: claims, the parameter rule, figure style and measurement
+helpers. Imported by notebooks and by the runner, never by the science. The runner that executes the
+chapters is not here: it is the book's tool, the top-level package ``nqfbook``, which takes the rule for
+a chapter's parameters (:func:`parameter_type`) from here.
 """
 
 from ._claims import ClaimError as ClaimError
@@ -11,6 +12,8 @@ from ._chapter import start_chapter as start_chapter
 from ._glue import glue as glue
 from ._chapter import interactive_settings as interactive_settings
 from ._chapter import by_fidelity as by_fidelity
+from ._parameters import ParameterType as ParameterType
+from ._parameters import parameter_type as parameter_type
 from ._measure import intercept_fit as intercept_fit
 from ._measure import step_deviation as step_deviation
 from ._measure import crossing_time as crossing_time

@@ -9,10 +9,19 @@ from typing import Any
 
 import jax
 
+from .._checks import require_kind
+from .._checks import require_value
 from ._claims import Claims
+from ._parameters import check_parameter
+from ._parameters import declared_parameters
+from ._parameters import parameter_type
 from ._style import use_style
 
 FIDELITIES = ("quick", "full")
+
+
+def _check_fidelity(name: str, value: Any, what: str = "") -> None:
+    require_value(name, value in FIDELITIES, f"'quick' or 'full'{what}", repr(value))
 
 
 def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Claims:
@@ -22,10 +31,8 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
 
     The science package never flips JAX flags; the chapters do, through this call.
     """
-    if not isinstance(chapter, str) or not chapter:
-        raise TypeError(f"`chapter` must be a chapter id such as 'ch01'; got {chapter!r}.")
-    if fidelity not in FIDELITIES:
-        raise ValueError(f"`fidelity` must be 'quick' or 'full'; got {fidelity!r}.")
+    require_kind("chapter", isinstance(chapter, str) and bool(chapter), "a chapter id such as 'ch01'", chapter)
+    _check_fidelity("fidelity", fidelity)
     history = _history()
     check_injected_parameters(history)
     if history and not _injected(history):
@@ -49,8 +56,7 @@ def interactive_settings(fidelity: str, out_dir: str | os.PathLike, *,
     """
     env = os.environ if environ is None else environ
     chosen = env.get("NQF_FIDELITY", "quick")
-    if chosen not in FIDELITIES:
-        raise ValueError(f"environment variable `NQF_FIDELITY` must be 'quick' or 'full'; got {chosen!r}.")
+    _check_fidelity("NQF_FIDELITY", chosen, " (the environment variable)")
     folder = Path(out_dir)
     if folder.parent.name == "output" and folder.name in FIDELITIES:
         folder = folder.parent / "interactive" / chosen
@@ -72,34 +78,6 @@ def _history() -> list[str]:
     return [h for h in ip.user_ns.get("In", []) if isinstance(h, str)]
 
 
-def _assignments(source: str) -> dict[str, Any]:
-    """``name -> literal value`` of the top-level assignments of a cell (non-literals as ``...``)."""
-    out = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            try:
-                value = ast.literal_eval(node.value) if node.value is not None else None
-            except ValueError:
-                value = ...
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    out[t.id] = value
-    return out
-
-
-def _compatible(default, value) -> bool:
-    if default is None or default is ... or value is ...:
-        return True
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    return isinstance(value, type(default))
-
-
 def _injected(history: list[str]) -> bool:
     """Whether papermill (the runner, or papermill run directly with ``-p``) injected parameters."""
     return any(h.lstrip().startswith("# Parameters\n") for h in history)
@@ -116,16 +94,15 @@ def check_injected_parameters(history: list[str]) -> None:
     idx = [i for i, h in enumerate(history) if h.lstrip().startswith("# Parameters\n")]
     if not idx or idx[-1] == 0:
         return
-    injected = _assignments(history[idx[-1]])
-    declared = _assignments(history[idx[-1] - 1])
+    injected = declared_parameters(history[idx[-1]])
+    declared = declared_parameters(history[idx[-1] - 1])
     unknown = sorted(set(injected) - set(declared))
-    if unknown:
-        raise ValueError(f"this chapter has no parameter {', '.join(f'`{n}`' for n in unknown)}; its parameters "
-                         f"are {', '.join(f'`{n}`' for n in declared)} (see its parameters cell).")
-    for name, value in injected.items():
-        if not _compatible(declared[name], value):
-            raise TypeError(f"parameter `{name}` must be of type {type(declared[name]).__name__} like its default "
-                            f"{declared[name]!r}; got {type(value).__name__} {value!r}.")
+    require_value(", ".join(unknown), not unknown, "a parameter of this chapter, one of "
+                  f"{', '.join(f'`{n}`' for n in declared)} (see its parameters cell)", "no such parameter")
+    for name, (value, _) in injected.items():
+        if value is not ...:  # papermill injects literals; anything else is not the reader's -p
+            default, annotation = declared[name]
+            check_parameter(name, value, default=default, annotation=annotation)
 
 
 def by_fidelity(name: str, value: Any, fidelity: str, *, quick: Any, full: Any) -> Any:
@@ -133,14 +110,14 @@ def by_fidelity(name: str, value: Any, fidelity: str, *, quick: Any, full: Any) 
     else the named default of the fidelity, ``quick`` or ``full``. The two sets of defaults sit below the
     parameters cell, so ``-p name=value`` (runner or papermill) overrides one setting at either fidelity.
 
-    A value of another type than the defaults is a ``TypeError`` naming the parameter.
+    A value of another type than the defaults (the rule of :func:`parameter_type`, typed by the fidelity's
+    default: an int is a float, a list is typed by its entries) is a ``TypeError`` naming the parameter.
     """
-    if fidelity not in FIDELITIES:
-        raise ValueError(f"`fidelity` must be 'quick' or 'full'; got {fidelity!r}.")
+    _check_fidelity("fidelity", fidelity)
     default = quick if fidelity == "quick" else full
     if value is None:
         return default
-    if not _compatible(default, value):
-        raise TypeError(f"parameter `{name}` must be of type {type(default).__name__} like its defaults "
-                        f"(quick {quick!r}, full {full!r}); got {type(value).__name__} {value!r}.")
+    kind = parameter_type(default)
+    require_kind(name, kind.accepts(value), f"of type {kind.name} like its defaults (quick {quick!r}, full {full!r})",
+                 value)
     return type(default)(value) if isinstance(default, float) else value

@@ -67,6 +67,10 @@ import re
 import tempfile
 from typing import Any, Optional
 
+from .._checks import check_option
+from .._checks import require
+from .._checks import require_kind
+from .._checks import require_value
 from ._claim import KINDS, Claim, _fmt
 from ._claims_table import ClaimsSummary, ClaimsTable
 
@@ -80,44 +84,38 @@ class ClaimError(AssertionError):
     """Raised by :meth:`Claims.finish` when at least one claim failed."""
 
 
-def _as_float(value: Any, what: str) -> float:
-    """Convert a python/NumPy/JAX scalar or size-1 array to a python float."""
+def _as_float(value: Any, what: str, claim: str) -> float:
+    """Convert a python/NumPy/JAX scalar or size-1 array to a python float (``what``: the argument of the
+    claim named ``claim``)."""
     if isinstance(value, bool):
         return float(value)
-    try:
-        import numpy as np
+    import numpy as np
 
-        arr = np.asarray(value)
-    except Exception as exc:  # pragma: no cover - numpy is a dependency
-        raise ValueError(f"{what} must be a real number; got {value!r}") from exc
-    if arr.size != 1:
-        raise ValueError(f"{what} must be a scalar; got an array of shape {arr.shape}")
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{what} must be real; got {value!r}")
+    arr = np.asarray(value)
+    require_value(what, arr.size == 1, f"a scalar (claim {claim!r})", f"an array of shape {arr.shape}")
+    require_value(what, not np.iscomplexobj(arr), f"real (claim {claim!r})", repr(value))
     try:
         return float(arr.reshape(()))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be a real number; got {value!r}") from exc
+    except (TypeError, ValueError):
+        require_value(what, False, f"a real number (claim {claim!r})", repr(value))
 
 
-def _tol(value: Any, what: str) -> Optional[float]:
+def _tol(value: Any, what: str, claim: str) -> Optional[float]:
     if value is None:
         return None
-    v = _as_float(value, what)
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{what} must be finite and >= 0; got {v!r}")
+    v = _as_float(value, what, claim)
+    require_value(what, math.isfinite(v) and v >= 0, f"finite and >= 0 (claim {claim!r})", repr(v))
     return v
 
 
 def _check_kind(name: str, kind: Any) -> str:
-    if kind is _MISSING or kind is None:
-        raise TypeError(
-            f"claim {name!r}: give its kind, kind='paper', 'finding' or 'sanity' (BOOK.md rule 11): "
-            "'paper' for an independent measurement against the paper's prediction, 'finding' for the "
-            "book's own result, 'sanity' for a hypothesis met by our data or an identity of our code"
-        )
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise ValueError(f"claim {name!r}: kind must be one of {KINDS}; got {kind!r}")
+    require_kind(
+        "kind", kind is not _MISSING and kind is not None,
+        f"given for claim {name!r}: kind='paper', 'finding' or 'sanity' (BOOK.md rule 11): "
+        "'paper' for an independent measurement against the paper's prediction, 'finding' for the "
+        "book's own result, 'sanity' for a hypothesis met by our data or an identity of our code",
+        None if kind is _MISSING else kind)
+    require_value("kind", isinstance(kind, str) and kind in KINDS, f"one of {KINDS} (claim {name!r})", repr(kind))
     return kind
 
 
@@ -133,12 +131,9 @@ class Claims:
     """
 
     def __init__(self, chapter: str, fidelity: str, out_dir: "str | os.PathLike"):
-        if not isinstance(chapter, str) or not _CHAPTER_RE.match(chapter):
-            raise ValueError(
-                f"`chapter` must be a file-name-safe id such as 'ch01'; got {chapter!r}"
-            )
-        if not isinstance(fidelity, str) or not fidelity:
-            raise ValueError(f"`fidelity` must be a non-empty string; got {fidelity!r}")
+        require_value("chapter", isinstance(chapter, str) and bool(_CHAPTER_RE.match(chapter)),
+                      "a file-name-safe id such as 'ch01'", repr(chapter))
+        require_value("fidelity", isinstance(fidelity, str) and bool(fidelity), "a non-empty string", repr(fidelity))
         self.chapter = chapter
         self.fidelity = fidelity
         self.out_dir = pathlib.Path(out_dir)
@@ -146,27 +141,25 @@ class Claims:
 
     # ------------------------------------------------------------------ adding
     def _add(self, claim: Claim) -> bool:
-        if any(c.name == claim.name for c in self._claims):
-            raise ValueError(f"duplicate claim name {claim.name!r} in chapter {self.chapter}")
-        if claim.kind == "paper" and claim.exact and not claim.exact_note:
-            raise ValueError(
-                f"paper claim {claim.name!r} measured exactly {_fmt(claim.measured)} against "
-                f"{claim.target()}: an exact match is usually an identity of our own code. Give "
-                "exact_note='why the measurement could differ in principle', or label it kind='sanity'"
-            )
+        require_value("name", all(c.name != claim.name for c in self._claims),
+                      f"unique in chapter {self.chapter}", f"the duplicate claim name {claim.name!r}")
+        require_value(
+            "exact_note", not (claim.kind == "paper" and claim.exact and not claim.exact_note),
+            "given for an exact paper claim (an exact match is usually an identity of our own code): "
+            "exact_note='why the measurement could differ in principle', or label it kind='sanity'",
+            f"none for paper claim {claim.name!r}, measured exactly {_fmt(claim.measured)} against {claim.target()}")
         self._claims.append(claim)
         return claim.passed
 
     @staticmethod
     def _check_name(name: Any) -> str:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"claim name must be a non-empty string; got {name!r}")
+        require_value("name", isinstance(name, str) and bool(name.strip()), "a non-empty string (the claim's name)",
+                      repr(name))
         return name
 
     @staticmethod
     def _check_text(name: str, what: str, value: Any) -> str:
-        if not isinstance(value, str):
-            raise ValueError(f"claim {name!r}: {what} must be a string; got {value!r}")
+        require_value(what, isinstance(value, str), f"a string (claim {name!r})", repr(value))
         return value
 
     def close(
@@ -184,12 +177,12 @@ class Claims:
         """Claim ``|measured - predicted| <= atol + rtol*|predicted|``; returns whether it holds."""
         name = self._check_name(name)
         kind = _check_kind(name, kind)
-        if rtol is None and atol is None:
-            raise ValueError(f"claim {name!r}: give at least one of rtol= or atol=")
-        rtol_f = _tol(rtol, f"claim {name!r}: rtol")
-        atol_f = _tol(atol, f"claim {name!r}: atol")
-        m = _as_float(measured, f"claim {name!r}: measured")
-        p = _as_float(predicted, f"claim {name!r}: predicted")
+        require_value("rtol, atol", rtol is not None or atol is not None,
+                      f"given: at least one of rtol= or atol= (claim {name!r})", "neither")
+        rtol_f = _tol(rtol, "rtol", name)
+        atol_f = _tol(atol, "atol", name)
+        m = _as_float(measured, "measured", name)
+        p = _as_float(predicted, "predicted", name)
         allowed = (atol_f or 0.0) + (rtol_f or 0.0) * abs(p)
         passed = bool(math.isfinite(m) and math.isfinite(p) and abs(m - p) <= allowed)
         return self._add(
@@ -203,8 +196,8 @@ class Claims:
         """Claim ``measured < bound``; returns whether it holds."""
         name = self._check_name(name)
         kind = _check_kind(name, kind)
-        m = _as_float(measured, f"claim {name!r}: measured")
-        b = _as_float(bound, f"claim {name!r}: bound")
+        m = _as_float(measured, "measured", name)
+        b = _as_float(bound, "bound", name)
         passed = bool(m < b)  # False if either is NaN
         return self._add(Claim(name, "less", m, passed, hi=b, note=self._check_text(name, "note", note),
                                kind=kind, exact_note=self._check_text(name, "exact_note", exact_note)))
@@ -214,8 +207,8 @@ class Claims:
         """Claim ``measured > bound``; returns whether it holds."""
         name = self._check_name(name)
         kind = _check_kind(name, kind)
-        m = _as_float(measured, f"claim {name!r}: measured")
-        b = _as_float(bound, f"claim {name!r}: bound")
+        m = _as_float(measured, "measured", name)
+        b = _as_float(bound, "bound", name)
         passed = bool(m > b)
         return self._add(Claim(name, "greater", m, passed, lo=b, note=self._check_text(name, "note", note),
                                kind=kind, exact_note=self._check_text(name, "exact_note", exact_note)))
@@ -225,11 +218,10 @@ class Claims:
         """Claim ``lo <= measured <= hi``; returns whether it holds."""
         name = self._check_name(name)
         kind = _check_kind(name, kind)
-        m = _as_float(measured, f"claim {name!r}: measured")
-        lo_f = _as_float(lo, f"claim {name!r}: lo")
-        hi_f = _as_float(hi, f"claim {name!r}: hi")
-        if lo_f > hi_f:
-            raise ValueError(f"claim {name!r}: lo={lo_f!r} > hi={hi_f!r}")
+        m = _as_float(measured, "measured", name)
+        lo_f = _as_float(lo, "lo", name)
+        hi_f = _as_float(hi, "hi", name)
+        require_value("lo, hi", not lo_f > hi_f, f"an interval, lo <= hi (claim {name!r})", f"lo={lo_f!r} > hi={hi_f!r}")
         passed = bool(lo_f <= m <= hi_f)
         return self._add(Claim(name, "within", m, passed, lo=lo_f, hi=hi_f,
                                note=self._check_text(name, "note", note), kind=kind,
@@ -248,8 +240,7 @@ class Claims:
 
     def count(self, kind: str) -> int:
         """How many claims of ``kind`` (``"paper"``, ``"finding"`` or ``"sanity"``) were recorded."""
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+        check_option("kind", kind, KINDS)
         return sum(c.kind == kind for c in self._claims)
 
     @property
@@ -304,18 +295,12 @@ class Claims:
                 os.unlink(tmp)
             raise
 
-        if not self._claims:
-            raise ClaimError(f"{self.chapter} ({self.fidelity}): no claims were recorded")
-        if not self.count("paper"):
-            raise ClaimError(f"{self.chapter} ({self.fidelity}): no paper claim (only findings and sanity checks)")
+        where = f"{self.chapter} ({self.fidelity})"
+        require(bool(self._claims), ClaimError, f"{where}: no claims were recorded")
+        require(bool(self.count("paper")), ClaimError, f"{where}: no paper claim (only findings and sanity checks)")
         failed = self.failed
-        if failed:
-            lines = [
-                f"{self.chapter} ({self.fidelity}): {len(failed)} of "
-                f"{len(self._claims)} claim(s) failed:"
-            ]
-            lines += [f"  - {c.describe()}" for c in failed]
-            raise ClaimError("\n".join(lines))
+        lines = [f"{where}: {len(failed)} of {len(self._claims)} claim(s) failed:"]
+        require(not failed, ClaimError, "\n".join(lines + [f"  - {c.describe()}" for c in failed]))
         return ClaimsSummary(self.chapter, self.fidelity, path, self.count("paper"), self.count("sanity"),
                              n_finding=self.count("finding"))
 

@@ -129,7 +129,7 @@ class ClaimsSummary:
         n_sanity: number of sanity checks (all pass).
     """
 
-    def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int,
+    def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int, *,
                  n_finding: int = 0):
         self.chapter = chapter
         self.fidelity = fidelity

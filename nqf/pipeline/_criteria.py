@@ -10,7 +10,7 @@ Example::
 
     from nqf.pipeline import interval_tolerance, seed_spread, record_verdict
 
-    TOL = interval_tolerance(EVERY)            # one recording interval, in steps
+    TOL = interval_tolerance(EVERY, 1)         # one recording interval, in steps
     ...                                        # the runs
     band = seed_spread(half_times, axis=0)     # 2 std over seeds (a measured spread, not the gap)
     record_verdict(claims, "MLP, GD: switch-on steps agree", gap, TOL + band, paper_side="below")
@@ -29,12 +29,19 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_size
+from .._checks import check_option
+from .._checks import require_value
 
 __all__ = ["interval_tolerance", "seed_spread", "mean_interval", "shift_gap", "about_band",
            "record_verdict"]
 
 
-def interval_tolerance(record_every: Any, intervals: Any = 1) -> float:
+def _check_seeds(v: np.ndarray, axis: int) -> None:
+    require_value("values", v.ndim > 0 and v.shape[axis] >= 2, f"at least 2 seeds along axis {axis}",
+                  f"shape {v.shape}")
+
+
+def interval_tolerance(record_every: Any, intervals: Any) -> float:
     r"""The resolution of a recorded step: ``intervals`` recording intervals of ``record_every`` steps.
 
     Two events recorded every ``record_every`` steps that happen at the same true step can be read
@@ -43,10 +50,8 @@ def interval_tolerance(record_every: Any, intervals: Any = 1) -> float:
     """
     every = float(record_every)
     n = float(intervals)
-    if not (math.isfinite(every) and every > 0):
-        raise ValueError(f"`record_every` must be a positive number of steps; got {record_every!r}.")
-    if not (math.isfinite(n) and n >= 0):
-        raise ValueError(f"`intervals` must be a non-negative number; got {intervals!r}.")
+    require_value("record_every", math.isfinite(every) and every > 0, "a positive number of steps", repr(record_every))
+    require_value("intervals", math.isfinite(n) and n >= 0, "a non-negative number", repr(intervals))
     return every * n
 
 
@@ -59,10 +64,8 @@ def seed_spread(values: Any, *, axis: int = 0, k: float = 2.0) -> np.ndarray:
     finite seeds give ``nan``.
     """
     v = np.asarray(values, dtype=float)
-    if v.ndim == 0 or v.shape[axis] < 2:
-        raise ValueError(f"`values` needs at least 2 seeds along axis {axis}; got shape {v.shape}.")
-    if not (math.isfinite(k) and k >= 0):
-        raise ValueError(f"`k` must be a non-negative number; got {k!r}.")
+    _check_seeds(v, axis)
+    require_value("k", math.isfinite(k) and k >= 0, "a non-negative number", repr(k))
     v = np.where(np.isfinite(v), v, np.nan)
     n = np.sum(np.isfinite(v), axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -81,10 +84,8 @@ def mean_interval(values: Any, *, axis: int = 0, level: float = 0.95) -> tuple[n
     from scipy import stats
 
     v = np.asarray(values, dtype=float)
-    if v.ndim == 0 or v.shape[axis] < 2:
-        raise ValueError(f"`values` needs at least 2 seeds along axis {axis}; got shape {v.shape}.")
-    if not (0 < level < 1):
-        raise ValueError(f"`level` must lie in (0, 1); got {level!r}.")
+    _check_seeds(v, axis)
+    require_value("level", 0 < level < 1, "in (0, 1)", repr(level))
     n = v.shape[axis]
     half = stats.t.ppf(0.5 + level / 2, n - 1) * np.std(v, axis=axis, ddof=1) / np.sqrt(n)
     return np.mean(v, axis=axis), half
@@ -100,8 +101,7 @@ def shift_gap(curve: Any, shift: Any, *, time_axis: int = -2) -> np.ndarray:
     """
     c = np.asarray(curve, dtype=float)
     s = int(shift)
-    if s != shift or s < 0:
-        raise ValueError(f"`shift` must be a non-negative whole number of recorded steps; got {shift!r}.")
+    require_value("shift", s == shift and s >= 0, "a non-negative whole number of recorded steps", repr(shift))
     ax = time_axis % c.ndim
     if s == 0:
         return np.zeros(c.shape[:ax])
@@ -121,8 +121,8 @@ def about_band(value: Any, *, factor: float = math.sqrt(10.0)) -> tuple[float, f
     significant figure on a log-scaled figure.
     """
     v, f = float(value), float(factor)
-    if not (math.isfinite(v) and v > 0 and math.isfinite(f) and f > 1):
-        raise ValueError(f"`value` must be positive and `factor` > 1; got {value!r}, {factor!r}.")
+    require_value("value", math.isfinite(v) and v > 0, "a positive number", repr(value))
+    require_value("factor", math.isfinite(f) and f > 1, "a number > 1", repr(factor))
     return v / f, v * f
 
 
@@ -138,10 +138,8 @@ def record_verdict(claims: Any, name: str, measured: Any, threshold: Any, *, pap
     such as a difference of recorded steps, needs one). ``kind="finding"`` records both sides as findings
     (a labelled contrast that is not a test of the paper's model). Returns whether the paper's side holds.
     """
-    if kind not in ("paper", "finding"):
-        raise ValueError(f"`kind` must be 'paper' or 'finding'; got {kind!r}.")
-    if paper_side not in ("below", "above"):
-        raise ValueError(f"`paper_side` must be 'below' or 'above'; got {paper_side!r}.")
+    check_option("kind", kind, ("paper", "finding"))
+    check_option("paper_side", paper_side, ("below", "above"))
     m, t = float(measured), float(threshold)
     full = "; ".join(x for x in (note, f"rule: {derivation}" if derivation else "") if x)
     extra = {"exact_note": exact_note} if exact_note else {}

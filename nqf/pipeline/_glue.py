@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._checks import require_kind
 
-def glue(name: str, variable: Any, display: bool = True) -> None:
+
+def glue(name: str, variable: Any, *, display: bool = True) -> None:
     """Record ``variable`` under ``name`` for the book's text (myst-nb's ``glue``), or only show it.
 
     The book builds with myst-nb, which reads the recorded value into the prose (``{glue:text}``,
@@ -13,8 +15,7 @@ def glue(name: str, variable: Any, display: bool = True) -> None:
     science dependencies only) has no prose to fill: the value is displayed when ``display`` is true
     and otherwise dropped, so the chapter runs the same.
     """
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"`name` must be a non-empty string; got {name!r}.")
+    require_kind("name", isinstance(name, str) and bool(name), "a non-empty string", name)
     try:
         from myst_nb import glue as myst_glue
     except ImportError:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._checks import require_value
+
 from ._style import figsize
 
 
@@ -25,8 +27,7 @@ def stacked(n: int, *, panel_height: float = 3.2) -> tuple[Any, list[Any]]:
     """
     import matplotlib.pyplot as plt
 
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"`n` must be a positive integer; got {n!r}")
+    require_value("n", isinstance(n, int) and n >= 1, "a positive integer", repr(n))
     fig = plt.figure(figsize=figsize(1, n, panel_height=panel_height))
     subs = [fig] if n == 1 else list(fig.subfigures(n, 1))
     return fig, [s.subplots() for s in subs]

@@ -10,6 +10,7 @@ from jaxtyping import Float
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
+from .._checks import require_value
 from .._fit import fit_line
 from .._types import ArrayLike
 
@@ -23,8 +24,7 @@ def intercept_fit(x: Float[ArrayLike, " n"], y: Float[ArrayLike, " n"]) -> tuple
     check_ndim("x", x, 1)
     check_shape("y", y, x.shape, "one value per x")
     ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 2:
-        raise ValueError(f"need at least two finite points to fit a line; got {int(ok.sum())}.")
+    require_value("x, y", ok.sum() >= 2, "at least two finite points to fit a line", str(int(ok.sum())))
     s, y0 = fit_line(x[ok], y[ok])
     return y0, s
 
@@ -36,8 +36,8 @@ def step_deviation(taus, curve, step, jumps, margin: float) -> np.ndarray:
     taus = np.asarray(taus, dtype=float)
     check_positive("margin", margin)
     away = np.min(np.abs(taus[:, None] - np.asarray(jumps, dtype=float)[None, :]), axis=1) >= margin
-    if not away.any():
-        raise ValueError("no tau point is `margin` away from every jump; lower `margin`.")
+    require_value("margin", away.any(), "small enough that some tau point is `margin` away from every jump",
+                  f"{margin!r} (lower it)")
     diff = np.abs(np.asarray(curve) - np.asarray(step))
     return diff[..., away].max(axis=-1)
 
@@ -47,10 +47,9 @@ def crossing_time(t: Float[ArrayLike, " T"], x: Float[ArrayLike, "T ..."], level
     interpolation between samples (``nan`` if never). For measured GD curves."""
     t, x = np.asarray(t, dtype=float), np.asarray(x, dtype=float)
     check_ndim("t", t, 1)
-    if t.size > 1 and not np.all(np.diff(t) > 0):
-        raise ValueError(f"`t` must be strictly increasing (sample times); got {t[:5]}...")
-    if x.shape[0] != t.shape[0]:
-        raise ValueError(f"`x` must have one row per time; got {x.shape[0]} rows for {t.shape[0]} times.")
+    require_value("t", t.size <= 1 or bool(np.all(np.diff(t) > 0)), "strictly increasing (sample times)",
+                  f"{t[:5]}...")
+    require_value("x", x.shape[0] == t.shape[0], "one row per time", f"{x.shape[0]} rows for {t.shape[0]} times")
     level = np.broadcast_to(np.asarray(level, dtype=float), x.shape[1:])
     above = x >= level
     first = np.argmax(above, axis=0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import require_value
 
-def structure_heatmap(ax, A, title: str = "", *, blocks: list[int] | None = None):
+
+def structure_heatmap(ax, A, title: str, *, blocks: list[int] | None = None):
     r"""Show a structure matrix $A(x)$ as a diverging heat map (Fig. 1, data version).
 
     Entries are divided by $\max|A|$, so panels share one colour scale $[-1, 1]$.
@@ -14,8 +16,7 @@ def structure_heatmap(ax, A, title: str = "", *, blocks: list[int] | None = None
     parameter groups of one neuron, drawn as separating lines.
     """
     A = np.asarray(A)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"`A` must be a square matrix; got shape {A.shape}.")
+    require_value("A", A.ndim == 2 and A.shape[0] == A.shape[1], "a square matrix", f"shape {A.shape}")
     vmax = float(np.max(np.abs(A))) or 1.0
     im = ax.imshow(np.ma.masked_where(A == 0, A / vmax), cmap="RdBu_r", vmin=-1.0, vmax=1.0,
                    interpolation="nearest")

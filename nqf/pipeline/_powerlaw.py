@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._checks import require_value
 from .._fit import fit_line
 
 
@@ -31,16 +32,16 @@ def power_law_fit(t, E, t_lo: float, t_hi: float, *, n: int = 200) -> PowerLawFi
     $[t_\mathrm{lo}, t_\mathrm{hi}]$ (the curve is interpolated linearly in log-log), so that the fit
     weighs every decade equally whatever the save times. Returns the exponent $-$slope."""
     t, E = np.asarray(t, dtype=float), np.asarray(E, dtype=float)
-    if t.ndim != 1 or E.shape != t.shape:
-        raise ValueError(f"`t` and `E` must be 1-d of equal length; got shapes {t.shape} and {E.shape}.")
-    if not (np.isfinite(t_lo) and np.isfinite(t_hi) and 0 < t_lo < t_hi):
-        raise ValueError(f"need 0 < t_lo < t_hi; got t_lo = {t_lo!r}, t_hi = {t_hi!r}.")
+    require_value("t, E", t.ndim == 1 and E.shape == t.shape, "1-d of equal length",
+                  f"shapes {t.shape} and {E.shape}")
+    require_value("t_lo, t_hi", bool(np.isfinite(t_lo) and np.isfinite(t_hi) and 0 < t_lo < t_hi),
+                  "finite with 0 < t_lo < t_hi", f"t_lo = {t_lo!r}, t_hi = {t_hi!r}")
     keep = (t > 0) & (E > 0) & np.isfinite(E)
     t, E = t[keep], E[keep]
-    if t.size < 2 or t_lo < t[0] or t_hi > t[-1]:
-        raise ValueError(f"the window [{t_lo:.4g}, {t_hi:.4g}] must lie inside the positive times [{t[0]:.4g}, {t[-1]:.4g}].")
-    if not np.all(np.diff(t) > 0):
-        raise ValueError("`t` must increase strictly.")
+    positive = f"[{t[0]:.4g}, {t[-1]:.4g}]" if t.size else "none"
+    require_value("t_lo, t_hi", t.size >= 2 and t[0] <= t_lo and t_hi <= t[-1],
+                  f"a window inside the positive times (with E > 0): {positive}", f"the window [{t_lo:.4g}, {t_hi:.4g}]")
+    require_value("t", bool(np.all(np.diff(t) > 0)), "strictly increasing", f"{t[:5]}...")
     x = np.linspace(np.log(t_lo), np.log(t_hi), int(n))
     y = np.interp(x, np.log(t), np.log(E))
     slope, icpt = fit_line(x, y)
@@ -52,8 +53,8 @@ def switch_on_window(tstar, k_lo: int, k_hi: int) -> tuple[float, float]:
     r"""The window rule: from the predicted switch-on time of mode ``k_lo`` to that of mode ``k_hi``
     (1-based indices into ``tstar``, the switch-on times in mode order)."""
     tstar = np.asarray(tstar, dtype=float)
-    if not (1 <= int(k_lo) < int(k_hi) <= tstar.size):
-        raise ValueError(f"need 1 <= k_lo < k_hi <= {tstar.size}; got k_lo = {k_lo!r}, k_hi = {k_hi!r}.")
+    require_value("k_lo, k_hi", 1 <= int(k_lo) < int(k_hi) <= tstar.size, f"modes with 1 <= k_lo < k_hi <= {tstar.size}",
+                  f"k_lo = {k_lo!r}, k_hi = {k_hi!r}")
     return float(tstar[int(k_lo) - 1]), float(tstar[int(k_hi) - 1])
 
 
@@ -103,13 +104,12 @@ def sharp_switch_tolerance(log_ratio_min: float, exponent: float, *, k_lo: float
     * ``floor``: interpolation and fit resolution.
     """
     L = float(log_ratio_min)
-    if not L > 0:
-        raise ValueError(f"`log_ratio_min` must be > 0; got {log_ratio_min!r}.")
+    require_value("log_ratio_min", L > 0, "> 0", repr(log_ratio_min))
     w = np.log(81.0) / L
     tol = coef * w**2 * abs(float(exponent)) + floor
     if k_lo is not None or k_hi is not None:
-        if k_lo is None or k_hi is None or not 0 < float(k_lo) < float(k_hi):
-            raise ValueError(f"need 0 < k_lo < k_hi; got k_lo = {k_lo!r}, k_hi = {k_hi!r}.")
+        require_value("k_lo, k_hi", k_lo is not None and k_hi is not None and 0 < float(k_lo) < float(k_hi),
+                      "both given, with 0 < k_lo < k_hi", f"k_lo = {k_lo!r}, k_hi = {k_hi!r}")
         a, b = float(k_lo), float(k_hi)
         tol += abs(float(exponent)) * (1 / a - 1 / b) / (4 * np.log(b / a))
     return float(tol)

@@ -28,6 +28,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .._checks import require_value
+
 
 #: Okabe–Ito colours (without yellow, which is unreadable on white).
 PALETTE: tuple[str, ...] = (
@@ -62,7 +64,7 @@ COLUMN_WIDTH_IN: float = 7.5
 MIN_FONT_PT: float = 9.0
 
 
-def figsize(ncols: int = 1, nrows: int = 1, *, panel_height: float = 3.0) -> tuple[float, float]:
+def figsize(ncols: int, nrows: int, *, panel_height: float = 3.0) -> tuple[float, float]:
     """A figure size for ``ncols`` x ``nrows`` panels that fits the column.
 
     One panel is 6 in wide (the default figure), two or three share ``COLUMN_WIDTH_IN`` (7.5 in);
@@ -76,10 +78,9 @@ def figsize(ncols: int = 1, nrows: int = 1, *, panel_height: float = 3.0) -> tup
     Returns:
         ``(width, height)`` in inches, for ``plt.subplots(figsize=...)``.
     """
-    if not isinstance(ncols, int) or not 1 <= ncols <= 3:
-        raise ValueError(f"`ncols` must be 1, 2 or 3 (more panels do not fit the column); got {ncols!r}")
-    if not isinstance(nrows, int) or nrows < 1:
-        raise ValueError(f"`nrows` must be a positive integer; got {nrows!r}")
+    require_value("ncols", isinstance(ncols, int) and 1 <= ncols <= 3,
+                  "1, 2 or 3 (more panels do not fit the column)", repr(ncols))
+    require_value("nrows", isinstance(nrows, int) and nrows >= 1, "a positive integer", repr(nrows))
     width = 6.0 if ncols == 1 else COLUMN_WIDTH_IN
     return (width, panel_height * nrows)
 
@@ -150,10 +151,10 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
         ``{"png": Path, "svg": Path}``.
     """
     for what, value in (("name", name), ("chapter", chapter)):
-        if not isinstance(value, str) or not _NAME_RE.match(value):
-            raise ValueError(f"`{what}` must be a file-name-safe string; got {value!r}")
-    if name.lower().endswith((".png", ".svg", ".pdf")):
-        raise ValueError(f"`name` must not carry an extension; got {name!r}")
+        require_value(what, isinstance(value, str) and bool(_NAME_RE.match(value)), "a file-name-safe string",
+                      repr(value))
+    require_value("name", not name.lower().endswith((".png", ".svg", ".pdf")), "a name without an extension",
+                  repr(name))
     folder = Path(out_dir) / "figures" / chapter
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
