@@ -316,3 +316,25 @@ def test_an_interactive_session_runs_at_quick_into_its_own_folder(monkeypatch, t
     monkeypatch.setattr(_chapter, "_history", lambda: ["", params, injected, "start"])
     claims = _chapter.start_chapter("ch99", "full", "../_build/output/full")
     assert (claims.fidelity, claims.out_dir.as_posix()) == ("full", "../_build/output/full")
+
+
+def test_by_fidelity_types_a_setting_by_the_one_parameter_rule():
+    """``by_fidelity`` types the reader's value by the fidelity's default with the rule of ``parameter_type``:
+    an int is a float (and becomes one), a list is typed by its entries, a bool is not a number."""
+    from nqf.pipeline import by_fidelity, parameter_type
+
+    assert by_fidelity("rays", None, "quick", quick=2, full=8) == 2
+    assert by_fidelity("rays", 5, "full", quick=2, full=8) == 5
+    value = by_fidelity("eps_min", 1, "quick", quick=1e-38, full=1e-40)
+    assert value == 1.0 and isinstance(value, float)
+    assert by_fidelity("teacher_s", [1, 0.5], "quick", quick=[1.0, 0.5], full=[1.0]) == [1, 0.5]
+    for name, value, quick in (("rays", True, 2), ("rays", 2.5, 2), ("k_sweep", [1000.0], [1000, 10000]),
+                               ("teacher_s", ["a"], [1.0, 0.5])):
+        with pytest.raises(TypeError, match=f"`{name}` must be of type .* like its defaults"):
+            by_fidelity(name, value, "quick", quick=quick, full=quick)
+    assert parameter_type([1000, 10000]).name == "list[int]"
+    assert parameter_type([1, 0.5]).name == "list[float]"
+    assert parameter_type(None, annotation="int").name == "int or None"
+    assert parameter_type(None, annotation="'int'").name == "int or None"  # a quoted annotation
+    assert parameter_type(3, annotation="Path").name == "int"  # an unknown annotation: the default types it
+    assert parameter_type(None).accepts(object())  # no annotation, default None: anything

@@ -222,7 +222,8 @@ def _imported_packages(path: Path) -> set[str]:
 
 def _imported_nqf_modules(path: Path) -> set[str]:
     """The modules of ``nqf`` named by the absolute imports of ``path`` (``from nqf import pipeline`` names
-    ``nqf.pipeline``; ``from nqf import train`` names ``nqf``)."""
+    ``nqf.pipeline``; ``from nqf import train`` names ``nqf``; a private name, ``from nqf.pipeline import _x``,
+    is named ``nqf.pipeline._x``)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -230,6 +231,7 @@ def _imported_nqf_modules(path: Path) -> set[str]:
                 out.update("nqf.pipeline" if a.name == "pipeline" else "nqf" for a in node.names)
             elif node.module.split(".")[0] == "nqf":
                 out.add(node.module)
+                out.update(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_"))
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "nqf")
     return out
@@ -250,11 +252,12 @@ def test_the_book_tool_is_outside_the_science():
 
 def test_the_tool_checker_sees_a_planted_import(tmp_path):
     """Planted imports are reported: nqf importing the tool, the tool importing a room of the science other
-    than ``nqf.pipeline``, the top level, or a private module of the pipeline; ``nqf.pipeline`` itself is
-    allowed, lazily or not."""
+    than ``nqf.pipeline``, the top level, a private module or a private name of the pipeline; the public
+    names of ``nqf.pipeline`` are allowed, lazily or not."""
     lines = {"nqf": ["import nqfbook.cli"],
              "nqfbook": ["from nqf.training import train", "import nqf", "from nqf import train",
                          "from nqf.pipeline._parameters import parameter_type",
+                         "from nqf.pipeline import parameter_type, _history",
                          "from nqf.pipeline import parameter_type", "import nqf.pipeline", "from nqf import pipeline"]}
     for pkg, body in lines.items():
         (tmp_path / pkg / "sub").mkdir(parents=True)
@@ -262,5 +265,6 @@ def test_the_tool_checker_sees_a_planted_import(tmp_path):
     bad = _tool_violations(tmp_path / "nqf", tmp_path / "nqfbook")
     assert bad == ["nqf/sub/_x.py imports nqfbook",
                    "nqfbook/sub/_x.py imports nqf (of nqf it may import nqf.pipeline only)",
+                   "nqfbook/sub/_x.py imports nqf.pipeline._history (of nqf it may import nqf.pipeline only)",
                    "nqfbook/sub/_x.py imports nqf.pipeline._parameters (of nqf it may import nqf.pipeline only)",
                    "nqfbook/sub/_x.py imports nqf.training (of nqf it may import nqf.pipeline only)"], bad

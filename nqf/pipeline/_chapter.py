@@ -2,7 +2,6 @@ r"""The one-call start of a chapter: what every chapter's first code cell did by
 
 from __future__ import annotations
 
-import ast
 import os
 from pathlib import Path
 from typing import Any
@@ -85,7 +84,8 @@ def _injected(history: list[str]) -> bool:
 
 def check_injected_parameters(history: list[str]) -> None:
     """Refuse parameters papermill injected that the chapter's parameters cell does not declare, or of
-    another type than the declared default (papermill itself only warns and runs on).
+    another type than declared (papermill itself only warns and runs on): the rule the runner applies to
+    ``-p`` too (:func:`~nqf.pipeline.parameter_type`; ``rays: int = None`` accepts None and ints).
 
     ``history`` holds the executed cell sources; papermill's injected cell starts with ``# Parameters``
     and follows the chapter's own parameters cell. Without an injected cell (JupyterLab, a plain
