@@ -52,7 +52,6 @@ from .updates import same_statistics as same_statistics
 from .updates import SGDState as SGDState
 from .training import train as train
 from .training import Training as Training
-from .training import train_weights as train_weights
 from .model import flow_field as flow_field
 from .model import NQFData as NQFData
 from .model import h_matrix as h_matrix

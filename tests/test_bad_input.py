@@ -300,21 +300,6 @@ case("log_times t_max=-1", ValueError, "t_max")(lambda: flow.log_times(-1.0))
 case("log_times t_min > t_max", ValueError, "t_min")(lambda: flow.log_times(1.0, t_min=5.0))
 
 
-def _loss(W, batch):
-    return jnp.sum(W**2)
-
-
-for _bad, _label in [("sgd", "string"), (optax.sgd, "uncalled factory"), (None, "None"), (0.1, "float")]:
-    case(f"train_weights optimizer {_label}", TypeError, "optimizer")(
-        lambda _bad=_bad: training.train_weights(_loss, jnp.ones(3), _bad, 5))
-case("train_weights num_steps=0", ValueError, "num_steps")(
-    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 0))
-case("train_weights num_steps=2.5", TypeError, "num_steps")(
-    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 2.5))
-case("train_weights loss_fn not callable", TypeError, "loss_fn")(
-    lambda: training.train_weights("mse", jnp.ones(3), optax.sgd(0.1), 5))
-case("train_weights record not callable", TypeError, "record")(
-    lambda: training.train_weights(_loss, jnp.ones(3), optax.sgd(0.1), 5, record=1))
 case("compare_with_nqf optimizer string", TypeError, "optimizer")(
     lambda: training.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
 case("compare_with_nqf num_steps=0", ValueError, "num_steps")(
@@ -446,10 +431,6 @@ _XY = (jnp.ones((6, 3)), jnp.ones(6))
 for _label, _bad in [("string", "adam"), ("uncalled factory", optax.sgd), ("None", None), ("int", 3)]:
     case(f"train optimizer {_label}", TypeError, "optimizer")(
         lambda _bad=_bad: training.train(_quad, jnp.ones(3), _bad, num_steps=3, data=_XY))
-    case(f"train_side_by_side optimizer {_label}", TypeError, "optimizer")(
-        lambda _bad=_bad: training.train_side_by_side((_mlp().apply,), (jnp.ones((1, 4, 2)),), _bad,
-                                                      (jnp.ones((1, 5, 3)), jnp.ones((1, 5))),
-                                                      (jnp.ones((1, 5, 3)), jnp.ones((1, 5))), 2))
 case("train num_steps=2.5", TypeError, "num_steps")(
     lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2.5, data=_XY))
 case("train num_steps=0", ValueError, "num_steps")(
@@ -477,16 +458,6 @@ case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: tr
 case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: training.optimizer("sgd", float("nan")))
 case("optimizer unknown name", ValueError, "name")(lambda: training.optimizer("sgdd", 0.1))
 case("optimizer hyperparameter list", TypeError, "momentum")(lambda: training.optimizer("sgd", 0.1, momentum=[0.9]))
-case("train_weights batches wrong length", ValueError, "batches")(
-    lambda: training.train_weights(lambda w, b: jnp.sum(w), jnp.ones(3), optax.sgd(0.1), 4, batches=jnp.ones((3, 2))))
-case("full_batch_gd eta<0 silent", ValueError, "eta")(
-    lambda: training.full_batch_gd(jnp.eye(P_), DATA, eta=-0.1, num_steps=3))
-case("fourier_nqf_gd every does not divide", ValueError, "every")(
-    lambda: training.fourier_nqf_gd(jnp.ones((1, 2, 3)), jnp.ones((1, 3)), jnp.ones((1, 3)), 0.1, 5, every=2))
-case("online_teacher_student eta<0 silent", ValueError, "eta")(
-    lambda: training.online_teacher_student(_mlp(), _mlp(), jnp.ones((1, 4, 2)), jnp.ones((1, 4, 2)),
-                                            jax.random.split(jax.random.PRNGKey(0), 1), eta=-0.1, batch=2, steps=4,
-                                            record_every=2))
 case("compare_with_nqf float32 model", ValueError, "W0")(
     lambda: training.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3), jnp.float32),
                                       (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), 2))

@@ -10,6 +10,7 @@ import optax
 import pytest
 
 import nqf
+from nqf.training import BatchLoss, Record
 from nqf.updates import SGDState, nqf_sgd, nqf_sgd_step, same_statistics, sgd_state, statistics, step_prediction_error, weight_outputs, weights_from_statistics
 from nqf.model import NQFData
 from helpers import BAD_INPUT, general_nqf_data
@@ -59,12 +60,12 @@ def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
         return jnp.mean((weight_outputs(Ws[0], batch) - batch.ys) ** 2) + jnp.mean((weight_outputs(Ws[1], batch) - batch.ys) ** 2)
 
     opt = optax.chain(optax.add_decayed_weights(wd), optax.sgd(eta, momentum=beta or None))
-    _, hist = nqf.train_weights(loss, (Wa, Wb), opt, steps, batches=batches,
-                                record=lambda Ws: (statistics(Ws[0]), statistics(Ws[1])))
+    hist = nqf.train(BatchLoss(loss), (Wa, Wb), opt, num_steps=steps, data=jnp.arange(m), batches=batches,
+                     record=Record(lambda Ws: (statistics(Ws[0]), statistics(Ws[1]))))
     closed = nqf_sgd(statistics(Wa), data, batches, eta=eta, d=d, momentum=beta, weight_decay=wd)
     assert isinstance(closed, SGDState)
     assert closed.M.shape == (steps + 1, p, p) and closed.nu.shape == (steps + 1, p)
-    for M_run, mu_run in hist["record"]:
+    for M_run, mu_run in hist.record:
         assert float(jnp.max(jnp.abs(M_run - closed.M))) < 1e-12
         assert float(jnp.max(jnp.abs(mu_run - closed.mu))) < 1e-12
     assert float(jnp.max(jnp.abs(closed.M[-1] - closed.M[0]))) > 1e-3  # it did move
@@ -127,9 +128,8 @@ def test_adam_breaks_the_closure():
     def loss(Ws, _):
         return jnp.mean((weight_outputs(Ws[0], data) - data.ys) ** 2) + jnp.mean((weight_outputs(Ws[1], data) - data.ys) ** 2)
 
-    _, hist = nqf.train_weights(loss, (Wa, Wb), optax.adam(0.01), steps,
-                                record=lambda Ws: (Ws[0] @ Ws[0].T, Ws[1] @ Ws[1].T))
-    Ma, Mb = hist["record"]
+    Ma, Mb = nqf.train(BatchLoss(loss), (Wa, Wb), optax.adam(0.01), num_steps=steps,
+                       record=Record(lambda Ws: (Ws[0] @ Ws[0].T, Ws[1] @ Ws[1].T))).record
     assert float(jnp.max(jnp.abs(Ma[0] - Mb[0]))) < 1e-12
     assert float(jnp.max(jnp.abs(Ma[-1] - Mb[-1]))) > 1e-3
 
@@ -140,8 +140,9 @@ def test_step_prediction_error_needs_eta_squared_terms():
     W = 0.5 * jnp.asarray(np.random.default_rng(11).normal(size=(p, d)))
     batches = jnp.asarray(np.random.default_rng(12).integers(0, m, size=(steps, 2)))
     loss = lambda W, idx: jnp.mean((weight_outputs(W, data.subset(idx)) - data.ys[idx]) ** 2)  # noqa: E731
-    _, hist = nqf.train_weights(loss, W, optax.sgd(eta), steps, batches=batches, record=statistics)
-    err, first = step_prediction_error(hist["record"], data, batches, eta=eta, d=d)
+    rec = nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps, data=jnp.arange(m), batches=batches,
+                    record=Record(statistics)).record
+    err, first = step_prediction_error(rec, data, batches, eta=eta, d=d)
     assert err.shape == first.shape == (steps,)
     assert float(err.max()) < 1e-12
     assert float(first.min()) > 1e3 * float(err.max())

@@ -10,6 +10,7 @@ import optax
 import pytest
 
 import nqf
+from nqf.training import BatchLoss, Record
 from nqf.updates import statistics, weight_outputs
 from nqf.updates import compress, compression_bound, compression_error, structure_span, update_lipschitz
 from nqf.model import NQFData
@@ -70,9 +71,9 @@ def test_compressed_model_reproduces_outputs_at_every_step():
     np.testing.assert_allclose(small.mu[-1], P @ wide.mu[-1], atol=1e-12)
     # training the compressed weights themselves (optax) gives the same outputs
     loss = lambda W, idx: jnp.mean((weight_outputs(W, c.data.subset(idx)) - c.data.ys[idx]) ** 2)  # noqa: E731
-    _, hist = nqf.train_weights(loss, c.W, optax.sgd(c.eta), steps, batches=batches,
-                                record=lambda W: weight_outputs(W, c.data))
-    assert float(jnp.max(jnp.abs(hist["record"] - f_wide))) < 1e-12
+    rec = nqf.train(BatchLoss(loss), c.W, optax.sgd(c.eta), num_steps=steps, data=jnp.arange(m), batches=batches,
+                    record=Record(lambda W: weight_outputs(W, c.data))).record
+    assert float(jnp.max(jnp.abs(rec - f_wide))) < 1e-12
     # the same model in the k_V coordinates of the data subspace
     Wr, data_r = c.reduced()
     assert Wr.shape == (3, 4) and data_r.p == 3

@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
-from nqf.training import deep_nqf_gd, train_weights
+from nqf.training import BatchLoss, Record, train
 from nqf.updates import deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, weights_from_statistics
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
 
@@ -17,7 +17,7 @@ from helpers import BAD_INPUT
 
 MLP = deep_mlp(4, (5, 6, 7))
 ATT = deep_attention(3, 4, 2)
-SHA = deep_single_head_attention(3, 4, 2)  # Prop. 4 reading: neurons = rows of W^Q, W^K
+SHA = deep_single_head_attention(3, 4, 2, key=jax.random.PRNGKey(81))  # Prop. 4 reading: neurons = rows of W^Q, W^K
 
 
 def random_weights(arch, widths, scale=0.3, seed=0):
@@ -123,9 +123,8 @@ def _weight_run(Ws0, forms, xs, ys, batches, eta):
     def loss(Ws, idx):
         return deep_nqf_loss(layer_statistics(Ws), forms, jax.tree_util.tree_map(lambda a: a[idx], xs), ys[idx])
 
-    _, hist = train_weights(loss, tuple(Ws0), optax.sgd(eta), batches.shape[0], batches=batches,
-                            record=layer_statistics)
-    return hist["record"]
+    return train(BatchLoss(loss), tuple(Ws0), optax.sgd(eta), num_steps=batches.shape[0], data=jnp.arange(ys.shape[0]),
+                 batches=batches, record=Record(layer_statistics)).record
 
 
 @pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3)), (SHA, (3, 4))])
@@ -227,23 +226,6 @@ def test_weight_forms_of_the_fig8_models(arch, widths):
     np.testing.assert_allclose(arch.one_layer_nqf(W1, x), dense, rtol=1e-12)
     from nqf.structure import nqf_output
     np.testing.assert_allclose(nqf_output(arch.one_layer, W1, x), dense, rtol=1e-10, atol=1e-14)
-
-
-def test_deep_nqf_gd_is_layerwise_gradient_descent():
-    """deep_nqf_gd = W_l <- W_l - eta_l grad_l L, step by step (a hand-written loop), outputs before each step."""
-    arch = MLP
-    kW, kX = jax.random.split(jax.random.PRNGKey(3))
-    Ws = tuple(0.2 * jax.random.normal(k, (p, 4)) for k, p in zip(jax.random.split(kW, 2), arch.ps))
-    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, 12))
-    ys = jnp.sin(xs[:, 0])
-    etas = (0.05, 0.02)
-    out = deep_nqf_gd(Ws, arch.forms, xs, ys, eta=etas, num_steps=4)
-    W = Ws
-    for k in range(4):
-        ref = jax.vmap(lambda x: deep_nqf_apply(W, arch.forms, x))(xs)
-        np.testing.assert_allclose(out[k], ref, rtol=1e-12, atol=1e-14)
-        g = jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), arch.forms, xs, ys))(W)
-        W = tuple(w - e * gg for w, e, gg in zip(W, etas, g))
 
 
 # ----------------------------------------------------------------- the Prop. 4 reading of Fig. 8's attention

@@ -11,6 +11,7 @@ import pytest
 
 
 import nqf
+from nqf.training import BatchLoss, Record
 from nqf import NQFData
 from nqf.datasets import orthogonal_features_dataset
 from helpers import BAD_INPUT, general_nqf_data
@@ -35,14 +36,14 @@ def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters
         return nqf.mse_loss(W @ W.T, data.subset(idx), mu=W.sum(axis=1))
 
     record = lambda W: (W @ W.T, W.sum(axis=1))
-    _, ha = nqf.train_weights(loss, Wa, optax.sgd(eta), steps, batches=batches, record=record)
-    _, hb = nqf.train_weights(loss, Wb, optax.sgd(eta), steps, batches=batches, record=record)
+    ha, hb = (nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps, data=jnp.arange(m), batches=batches,
+                        record=Record(record)).record for W in (Wa, Wb))
     run = nqf.nqf_sgd((Wa @ Wa.T, Wa.sum(axis=1)), data, batches, eta=eta, d=d)
     Ms, mus = run.M, run.mu
     scale = float(jnp.max(jnp.abs(Ms)))
     for h in (ha, hb):
-        assert float(jnp.max(jnp.abs(h["record"][0] - Ms))) < 1e-12 * scale * steps
-        assert float(jnp.max(jnp.abs(h["record"][1] - mus))) < 1e-12 * steps
+        assert float(jnp.max(jnp.abs(h[0] - Ms))) < 1e-12 * scale * steps
+        assert float(jnp.max(jnp.abs(h[1] - mus))) < 1e-12 * steps
     assert float(jnp.max(jnp.abs(Ms[-1] - Ms[0]))) > 1e-3
 
 
@@ -89,18 +90,6 @@ def test_model_functions_take_nqf_data():
         nqf.h_matrix(M, general)
     with pytest.raises(TypeError, match="NQFData"):
         nqf.mse_loss(M, As)
-
-
-def test_full_batch_gd_records_features_and_residuals():
-    r = jnp.array([1.0, 0.5])
-    As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
-    data = NQFData(As, ys)
-    run = nqf.training.full_batch_gd(1e-2 * jnp.eye(2), data, eta=0.01, num_steps=50)
-    assert run.z.shape == (51, 2) and run.residuals.shape == (51, 2)
-    np.testing.assert_allclose(run.residuals[0], np.asarray(nqf.residuals(1e-4 * jnp.eye(2), data)), atol=1e-15)
-    assert run.offdiag == 0.0
-    with pytest.raises(ValueError, match="ZGZ"):
-        nqf.training.full_batch_gd(jnp.eye(2), NQFData(As, ys, gs=jnp.ones((2, 2))), eta=0.1, num_steps=2)
 
 
 def test_flow_matches_logistic_solution_and_switch_on_time():

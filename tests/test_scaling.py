@@ -210,24 +210,6 @@ def test_fourier_dataset_coefficients_eq297():
         datasets.fourier_dataset(16, 32)
 
 
-def test_fourier_gd_folded_and_eigenbasis_forms_agree():
-    P = 8
-    d = datasets.fourier_dataset(P, 32, beta=1.5, theta=0.5, normalise=False)
-    p0 = 0.1 * jax.random.normal(jax.random.PRNGKey(0), (1, 2, P))
-    s = np.arange(1, P + 1)[None] ** -0.5
-    L1, u1 = training.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 40, every=10)
-    xh, yh, w = d.folded()
-    L2, u2 = training.fourier_gd(p0, xh, yh[None], s, 1.0, 0.02, 40, every=10, weights=w)
-    np.testing.assert_allclose(L1, L2, rtol=1e-12)
-    np.testing.assert_allclose(u1, u2, rtol=1e-10, atol=1e-15)
-    L3, u3 = training.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 40, every=10, nqf=True)
-    L4, u4 = training.fourier_nqf_gd(p0, d.b[None], s, 0.02, 40, every=10)
-    np.testing.assert_allclose(L3, L4, rtol=1e-10)
-    np.testing.assert_allclose(u3, u4, rtol=1e-10, atol=1e-15)
-    with pytest.raises(ValueError, match="`every` must divide"):
-        training.fourier_gd(p0, d.xs, d.ys[None], s, 1.0, 0.02, 45, every=10)
-
-
 def test_sharp_switch_tolerance():
     # width term: 0.25 (ln 81 / L)^2 * exponent, plus the floor
     L = np.log(81.0) * 10

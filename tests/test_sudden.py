@@ -106,16 +106,6 @@ def test_singular_limit_sweep_matches_closed_forms():
     np.testing.assert_allclose(sw4.tau_star_samples[:, 1] * np.log(1 / eps)[:, None], exact, rtol=1e-7)
 
 
-def test_full_batch_gd_equals_the_exact_discrete_nqf_update():
-    d = datasets.fig4_dataset()
-    W0 = 0.01 * np.random.default_rng(0).normal(size=(12, 3))
-    run = training.full_batch_gd(W0, d.data, eta=0.05, num_steps=200)
-    closed = nqf.nqf_sgd((W0 @ W0.T, W0.sum(1)), d.data, jnp.tile(jnp.arange(4), (200, 1)), eta=0.05, d=3)
-    np.testing.assert_allclose(run.z, np.einsum("tii->ti", np.asarray(closed.M)), rtol=1e-10, atol=1e-16)
-    np.testing.assert_allclose(run.t, 0.05 * np.arange(201))
-    assert run.offdiag > 0  # a dense W(0) gives off-diagonal entries
-
-
 def test_gaussian_init_scale():
     W = datasets.gaussian_init(5, 4000, 1e-3, seed=0)
     np.testing.assert_allclose(np.diag(W @ W.T), 4000 * 1e-6, rtol=0.1)
@@ -139,5 +129,3 @@ def test_sudden_bad_inputs():
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
     with pytest.raises(ValueError, match="sigma"):
         datasets.gaussian_init(2, 2, 0.0)
-    with pytest.raises(BAD_INPUT):
-        training.full_batch_gd(np.ones((3, 2)), d.data, eta=0.1, num_steps=3)

@@ -461,7 +461,7 @@ class DeepSingleHeadAttention(DeepArchitecture):
         return _normal(key, (self.D, self.N))
 
 
-def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Array | None = None) -> DeepArchitecture:
+def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Array) -> DeepArchitecture:
     r"""Two single-head attention layers of Fig. 8 read with Prop. 4: the neurons are the rows of $W^Q, W^K$.
 
     Input $X\in\mathbb R^{D\times N}$. Layer 1 is self-attention with a fixed value/output map
@@ -471,7 +471,7 @@ def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Ar
     $W^Q_l, W^K_l$ ($d_k\times D$) are trained; row $i$ of both is neuron $i$ of layer $l$ (Prop. 4:
     $W^{K\top}W^Q = \sum_i w_i^Kw_i^{Q\top}$, $p_l = 2D$, ``widths = (d_k, d_k)``; nqf weights
     ``[W^Q.T; W^K.T]``, :func:`nqf.architectures.stack_query_key`). $V$ and $c$ have $\mathcal N(0, 1/D)$
-    entries drawn from ``key`` (default ``PRNGKey(81)``).
+    entries drawn from ``key`` (required: Fig. 8 of Chapter 8 passes ``PRNGKey(81)``).
 
     Both blocks satisfy ZGZ and a per-neuron $Z_2$ symmetry ($w_i\to-w_i$), and at zero weights the
     attention is uniform, so by Eq. (12) block by block (Def. 2)
@@ -486,7 +486,6 @@ def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Ar
     """
     for name, v in (("D", D), ("N", N), ("d_k", d_k)):
         check_size(name, v)
-    key = jax.random.PRNGKey(81) if key is None else key
     kV, kc = jax.random.split(key)
     V = np.asarray(jax.random.normal(kV, (int(D), int(D)))) / np.sqrt(D)
     c = np.asarray(jax.random.normal(kc, (int(D),))) / np.sqrt(D)
