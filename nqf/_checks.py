@@ -340,3 +340,34 @@ def require(ok: object, error: type[Exception], message: str) -> None:
     claims failed raises the book's ``ClaimError``)."""
     if not ok:
         raise error(message)
+
+
+def check_record_every(record_every, num_steps: int) -> int:
+    """THE rule of every recorded run: ``record_every`` is an int >= 1 that divides ``num_steps`` (records at
+    steps 0, record_every, ..., num_steps). Returns it as an int; ``TypeError``/``ValueError`` naming it."""
+    every = check_int("record_every", record_every)
+    if num_steps % every:
+        raise ValueError(f"`record_every` must divide `num_steps` = {num_steps}; got {every}.")
+    return every
+
+
+def check_float64(name: str, tree, owner: str = "", *, also: str = "") -> None:
+    """THE float64 rule of Theorem 1's probes: ``ValueError`` naming ``name`` (and ``owner``, e.g. the model's
+    class) unless every inexact leaf of the pytree ``tree`` is 64-bit.
+
+    The probes (permutation residuals, the Taylor ratio of the gradient at 0), the NQF's second derivatives and
+    its flow measure quantities near 1e-8 and below: in float32 round-off alone makes a smooth, symmetric model
+    look kinked or asymmetric. The library never flips JAX's flags, so the message says how to (``also``: a
+    further way out, e.g. ``"pass check=False to skip the checks"``)."""
+    low = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(tree)
+                  if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.inexact)
+                  and jnp.finfo(leaf.dtype).bits < 64})
+    if low:
+        hint = ("call jax.config.update('jax_enable_x64', True) before building it" if not jax.config.jax_enable_x64
+                else "cast it: jax.tree_util.tree_map(lambda a: a.astype('float64') if eqx.is_inexact_array(a) "
+                     "else a, model)")
+        who = f"`{name}` {owner}" if owner else f"`{name}`"
+        raise ValueError(
+            f"{who} has {'/'.join(low)} parameters: Theorem 1's checks and the NQF's second derivatives and flow "
+            f"need float64 (in float32 round-off alone fails the smoothness and symmetry probes). Enable float64: "
+            f"{hint}{'; or ' + also if also else ''}.")

@@ -136,7 +136,7 @@ def test_columns_of_a_rows_matrix_are_not_neurons():
         nqf.structure_matrix(by_columns, x, p=5, d=4)
 
     def weighted(W, x):  # neuron i weighted by i + 1: not S_d-symmetric
-        return jnp.sum((1.0 + jnp.arange(W.shape[1])) * (W.T @ (x[0] - x[1])) ** 2)
+        return jnp.sum((1.0 + jnp.arange(W.shape[1], dtype=W.dtype)) * (W.T @ (x[0] - x[1])) ** 2)
 
     arch = custom_architecture("weighted", 4, weighted, ssl.structure, ssl.sample_input, "not symmetric")
     c = check_theorem1(arch, x, rays=1, scales=SCALES)

@@ -37,12 +37,15 @@ def _problem(seed, m=20, p=3):
 
 
 def _hand_loop(opt, w, X, y, steps):
-    state, losses = opt.init(w), []
-    for _ in range(steps):
-        value, g = jax.value_and_grad(lambda w: jnp.mean((X @ w - y) ** 2))(w)
-        upd, state = opt.update(g, state, w)
-        w = optax.apply_updates(w, upd)
-        losses.append(value)
+    """Plain optax as a user runs it (JAX's default promotion: Adam's int32 count meets a float decay), the
+    reference the trainer must reproduce under the tests' strict promotion (its float counters, bit-identical)."""
+    with jax.numpy_dtype_promotion("standard"):
+        state, losses = opt.init(w), []
+        for _ in range(steps):
+            value, g = jax.value_and_grad(lambda w: jnp.mean((X @ w - y) ** 2))(w)
+            upd, state = opt.update(g, state, w)
+            w = optax.apply_updates(w, upd)
+            losses.append(value)
     return w, np.asarray(losses)
 
 

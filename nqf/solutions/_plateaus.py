@@ -32,9 +32,10 @@ import numpy as np
 from jaxtyping import Float
 
 from .._types import ArrayLike
-from ..training._report import ModelRun
-from ..model._model import mse_loss
-from ..training._report import model_run
+from ..model import mse_loss
+from ..training import ModelRun
+from ..training import first_crossing
+from ..training import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -43,31 +44,13 @@ SETTLED = 0.1  #: ... and changed by less than this (relative) over the last fif
 
 def halfway_crossing(times: Float[ArrayLike, " T"], values: Float[ArrayLike, "T *K"],
                      levels: Float[ArrayLike, "*K"], *, rising: bool = True) -> np.ndarray:
-    """THE reading rule: the first time ``values`` (time on axis 0) reaches ``levels`` (``>=`` when
-    ``rising``, else ``<=``), linearly interpolated between the two records around the crossing.
+    """THE plateau reading: the first time ``values`` (time on axis 0) reaches ``levels`` (``>=`` when
+    ``rising``, else ``<=``), linearly interpolated between the two records around the crossing: the package's
+    one first-crossing rule, :func:`nqf.training.first_crossing` (interpolated, on axis 0).
 
     Returns an array of shape ``levels.shape`` (``inf`` where the level is never reached; ``times[0]`` where
     it is reached at the first record)."""
-    t = np.asarray(times, dtype=float)
-    v = np.asarray(values, dtype=float)
-    lv = np.broadcast_to(np.asarray(levels, dtype=float), v.shape[1:])
-    if t.ndim != 1 or v.shape[:1] != t.shape:
-        raise ValueError(f"`values` must have the {t.size} recorded times on axis 0; got times {t.shape}, "
-                         f"values {v.shape}.")
-    s = (v - lv) if rising else (lv - v)
-    hit = s >= 0
-    first = np.argmax(hit, axis=0)
-    out = np.full(lv.shape, np.inf)
-    for idx in np.ndindex(lv.shape):
-        if not hit[(slice(None),) + idx].any():
-            continue
-        i = first[idx]
-        if i == 0:
-            out[idx] = t[0]
-            continue
-        a, b = s[(i - 1,) + idx], s[(i,) + idx]
-        out[idx] = t[i - 1] + (t[i] - t[i - 1]) * (-a) / (b - a) if b != a else t[i]
-    return out
+    return first_crossing(times, values, levels, axis=0, rising=rising)
 
 
 def learned_levels(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLike, "T r"]) -> np.ndarray:

@@ -22,6 +22,7 @@ from ._theorem1 import Theorem1Check as Theorem1Check
 from ._theorem1 import check_theorem1 as check_theorem1
 from ._feedforward import feedforward_splits as feedforward_splits
 from ._pytree import NeuronLayout as NeuronLayout
+from ._pytree import NeuronPacking as NeuronPacking
 from ._pytree import neuron_weights as neuron_weights
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._pytree import pytree_structure_report as pytree_structure_report
@@ -31,4 +32,19 @@ from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses
 from ._matrix_free import nqf_output as nqf_output
 
-__all__ = sorted(name for name in dir() if not name.startswith("_"))
+
+# For the rooms above (nqf.training): importable as ``nqf.structure.X`` without an underscore, so that no
+# private name crosses a room, but not the documented surface (not in __all__).
+from ._matrix_free import module_out as module_out
+from ._matrix_free import nqf_out as nqf_out
+from ._matrix_free import require_hypotheses as require_hypotheses
+from ._models import call_module as call_module
+from ._models import model_function as model_function
+from ._models import model_name as model_name
+from ._models import model_neuron_axes as model_neuron_axes
+from ._models import module_function as module_function
+from ._neurons import split_params as split_params
+
+_SHARED = {"module_out", "nqf_out", "require_hypotheses", "call_module", "model_function", "model_name",
+           "model_neuron_axes", "module_function", "split_params"}
+__all__ = sorted(name for name in dir() if not name.startswith("_") and name not in _SHARED)

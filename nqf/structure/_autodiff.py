@@ -23,11 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_size
 from .._checks import check_finite
 from .._checks import check_key, check_real_output, check_tolerance
 from .._types import Input
-from ..architectures._base import Architecture
+from ..architectures import Architecture
+from ._models import module_function
+from ._probes import SMOOTH_RATIO
+from ._probes import permute_neurons
+from ._probes import taylor_ratio
+from ._probes import taylor_steps
+from ._probes import zero_neuron
 
 
 
@@ -76,20 +81,6 @@ class StructureReport(NamedTuple):
         ])
 
 
-def _resolve(module, p):
-    """Return ``(apply, p)`` from an Architecture or a plain callable."""
-    if isinstance(module, Architecture):
-        if p is not None and p != module.p:
-            raise ValueError(f"`p` = {p} does not match the architecture {module.name!r}, which has p = {module.p}.")
-        return module.apply, module.p
-    if not callable(module):
-        raise ValueError(f"`module` must be an Architecture or a callable apply(W, x); got {type(module).__name__}.")
-    if p is None:
-        raise ValueError("`p` (parameters per neuron) is required for a plain callable module; got None.")
-    check_size("p", p)
-    return module, int(p)
-
-
 def _input_dtype(name: str, x) -> jnp.dtype:
     leaves = jax.tree_util.tree_leaves(x)
     if not leaves:
@@ -99,7 +90,14 @@ def _input_dtype(name: str, x) -> jnp.dtype:
         if not np.issubdtype(dt, np.number):
             raise ValueError(f"`{name}` must hold numeric arrays; leaf {i} has dtype {dt}.")
         check_finite(name if len(leaves) == 1 else f"{name} (leaf {i})", leaf)
-    return jnp.result_type(*leaves, float)
+    return _float_dtype(x)
+
+
+def _float_dtype(x) -> jnp.dtype:
+    """The float dtype the derivatives at ``x`` are computed in: that of its float leaves, integer leaves (token
+    ids) ignored, the default float if none (explicit, so it holds under strict dtype promotion)."""
+    floats = [leaf for leaf in jax.tree_util.tree_leaves(x) if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)]
+    return jnp.result_type(*floats, float)
 
 
 # The diagnostics run once per call on tiny arrays: compile time dominates, so ask XLA
@@ -165,12 +163,6 @@ def _check_call(apply, x, p: int, d: int, dtype):
     return None if len(out.shape) == 0 else out.shape[0]
 
 
-def _taylor_steps(dtype) -> np.ndarray:
-    """Steps $\\pm h, \\pm h/2$ of the smoothness probe ($h = 10^{-3}$ in float64)."""
-    h = 1e-3 if jnp.finfo(dtype).eps < 1e-10 else 3e-2
-    return np.array([h, h / 2, -h, -h / 2])
-
-
 def _probe(module, W0, key, x, W_extra):
     """One compiled pass over all the autodiff quantities of :func:`structure_report`.
 
@@ -192,9 +184,10 @@ def _probe(module, W0, key, x, W_extra):
     V = jax.random.normal(k_v, (p, d), W0.dtype)
     V = V / jnp.linalg.norm(V)
     perms = (np.roll(np.arange(d), 1), np.r_[1, 0, np.arange(2, d)])
-    W_values = jnp.concatenate([jnp.stack([W0, W] + [W[:, q] for q in perms]), W_extra.astype(W0.dtype)])
-    steps = jnp.asarray(_taylor_steps(W0.dtype), W0.dtype)
-    W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V[None], W.at[:, 0].set(0.0)[None]])
+    W_values = jnp.concatenate([jnp.stack([W0, W] + [permute_neurons(W, (1,), q) for q in perms]),
+                                W_extra.astype(W0.dtype)])
+    steps = jnp.asarray(taylor_steps(W0.dtype), W0.dtype)
+    W_grads = jnp.concatenate([W0[None], steps[:, None, None] * V[None], zero_neuron(W, (1,))[None]])
     jac = jax.jacrev(F)
     f_pts = jax.vmap(F, in_axes=(0, None))(W_values, x)
     J_pts = jax.vmap(jac, in_axes=(0, None))(W_grads, x)
@@ -263,7 +256,7 @@ def structure_reports(
 
 def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[StructureReport, np.ndarray]:
     """:func:`structure_report`, and the module's values at ``W_extra`` from the same compiled pass."""
-    apply, p = _resolve(module, p)
+    apply, p = module_function(module, p)
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"`d` must be an int >= 2 (cross-neuron blocks need two neurons); got {d!r}.")
     d = int(d)
@@ -282,7 +275,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
         where = "at W = 0" if not np.all(np.isfinite(f0)) else "at the random probe weights"
         raise ValueError(f"`module` returns non-finite values (NaN/inf) {where} on this `x`; Theorem 1 needs a "
                          "module that is finite (and C^3) near W = 0.")
-    steps = _taylor_steps(dtype)
+    steps = taylor_steps(dtype)
 
     blocks = np.transpose(H0, (0, 2, 4, 1, 3))  # (o, d, d, p, p): blocks[:, i, j] = H_ij
     grads = np.moveaxis(J0, -1, 1)  # (o, d, p)
@@ -310,11 +303,8 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     # O(t^2) for a C^3 module (ratio r(h)/r(h/2) = 4, or 8 with Z2), O(t) at a kink (ratio 2).
     HV = np.einsum("opdqe,qe->opd", H0, V)
     res = [np.linalg.norm(J_pts[i] - J0 - t * HV) for i, t in enumerate(steps)]
-    ratio = np.inf
-    for i in (0, 2):
-        floor = rtol * (np.linalg.norm(J_pts[i]) + np.linalg.norm(J0) + steps[0] * np.linalg.norm(HV))
-        if res[i] > floor:
-            ratio = min(ratio, res[i] / max(res[i + 1], 1e-300))
+    ratio = taylor_ratio(res, [np.linalg.norm(J_pts[i]) for i in range(4)], np.linalg.norm(J0),
+                         np.linalg.norm(HV), steps[0], rtol)
     ratio = ratio if finite else float("nan")
     squeeze = (lambda a: jnp.asarray(a[0], dtype)) if outputs is None else (lambda a: jnp.asarray(a, dtype))
     report = StructureReport(
@@ -323,7 +313,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
         grad_norm=float(np.linalg.norm(g)), grad_spread=grad_spread,
         permutation_residual=perm_res, zgz_residual=float(zgz_res), smooth_ratio=float(ratio),
         zgz=bool(finite and grad_max <= tol and max_cross <= tol), zgz_property=bool(zgz_res <= rtol),
-        permutation_symmetric=symmetric, finite=finite, smooth_at_zero=bool(finite and ratio >= 3.0),
+        permutation_symmetric=symmetric, finite=finite, smooth_at_zero=bool(finite and ratio >= SMOOTH_RATIO),
         scale=scale, tol=float(tol), p=p, d=int(d),
     )
     return report, f_extra
@@ -375,7 +365,7 @@ def _autodiff_structure(module, p: int, d: int, batched: bool, x) -> Array:
     if batched:
         return jax.vmap(lambda xi: _autodiff_structure(module, p, d, False, xi))(x)
     apply = _apply_of(module)
-    dtype = jnp.result_type(*jax.tree_util.tree_leaves(x), float)
+    dtype = _float_dtype(x)
     rest = jnp.zeros((p, d - 2), dtype)
     F = lambda w12: apply(jnp.concatenate([w12, rest], axis=1), x)  # noqa: E731
     H = jax.hessian(F)(jnp.zeros((p, 2), dtype))  # (o?, p, 2, p, 2)
@@ -405,7 +395,7 @@ def structure_stack(
     ``check=True`` the hypotheses of Theorem 1 are verified by
     :func:`structure_matrix` on the first input before the batch is mapped.
     """
-    apply, p = _resolve(arch_or_module, p)
+    apply, p = module_function(arch_or_module, p, name="arch_or_module")
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"`d` must be an int >= 2; got {d!r}.")
     if method not in ("auto", "closed", "autodiff"):

@@ -20,7 +20,7 @@ from .._checks import check_shape
 from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
-from ..architectures._base import Architecture
+from ..architectures import Architecture
 
 
 

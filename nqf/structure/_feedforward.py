@@ -31,7 +31,7 @@ from .._checks import _is_concrete
 from .._checks import check_finite
 from .._types import ArrayLike
 from .._types import Input
-from ..architectures._base import Architecture
+from ..architectures import Architecture
 
 
 

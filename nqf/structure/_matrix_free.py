@@ -12,7 +12,6 @@ as :func:`nqf.structure.structure_report` (which builds the full Hessian).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -22,16 +21,22 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._checks import check_key
-from ..architectures._base import Architecture
-from ._neurons import map_neurons
+from ..architectures import Architecture
 from ._neurons import split_params
+from ._probes import SMOOTH_RATIO
+from ._probes import permute_neurons
+from ._probes import taylor_ratio
+from ._probes import taylor_step
+from ._probes import taylor_steps
+from ._probes import zero_neuron
 
 
-def _module_out(apply, tr, frozen, x):
+def module_out(apply, tr, frozen, x):
+    """The module at the weights split into neuron leaves ``tr`` and the rest ``frozen``: ``apply(tr + frozen, x)``."""
     return apply(eqx.combine(tr, frozen), x)
 
 
-def _nqf_out(apply, tr, frozen, x):
+def nqf_out(apply, tr, frozen, x):
     r"""$f_x(0) + \tfrac12 D^2 f_x(0)[W, W]$ in the neuron leaves (frozen leaves fixed): the NQF (Eq. 2)."""
     g = lambda t: apply(eqx.combine(jax.tree_util.tree_map(lambda w: t * w, tr), frozen), x)  # noqa: E731
     first = lambda t: jax.jvp(g, (t,), (jnp.ones_like(t),))  # noqa: E731
@@ -51,7 +56,7 @@ def nqf_output(module: Architecture | Callable, W: Any, x: Any, *, neuron_axes: 
     """
     apply = module.apply if isinstance(module, Architecture) else module
     tr, frozen, _, _ = split_params(W, 1 if isinstance(module, Architecture) else neuron_axes)
-    return _nqf_out(apply, tr, frozen, x)
+    return nqf_out(apply, tr, frozen, x)
 
 
 class HypothesisCheck(NamedTuple):
@@ -74,14 +79,13 @@ def _probe(apply, tr, frozen, x, key, ax_leaves, d):
         treedef, [jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)])
     vn = jnp.sqrt(sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(V)))
     V = jax.tree_util.tree_map(lambda v: v / vn, V)
-    out0 = _module_out(apply, W, frozen, x)
+    out0 = module_out(apply, W, frozen, x)
     c = jax.random.normal(keys[-1], jnp.shape(out0), out0.dtype)
-    F = lambda w: jnp.sum(c * _module_out(apply, w, frozen, x))  # noqa: E731
-    perm = jnp.roll(jnp.arange(d), 1)
-    Wp = map_neurons(W, ax_leaves, lambda l, a: jnp.take(l, perm, axis=a))
-    f, fp = _module_out(apply, W, frozen, x), _module_out(apply, Wp, frozen, x)
+    F = lambda w: jnp.sum(c * module_out(apply, w, frozen, x))  # noqa: E731
+    Wp = permute_neurons(W, ax_leaves, jnp.roll(jnp.arange(d), 1))
+    f, fp = module_out(apply, W, frozen, x), module_out(apply, Wp, frozen, x)
     perm_res = jnp.max(jnp.abs(f - fp)) / jnp.maximum(jnp.max(jnp.abs(f)), 1e-300)
-    Wz = map_neurons(W, ax_leaves, lambda l, a: jnp.moveaxis(jnp.moveaxis(l, a, 0).at[0].set(0.0), 0, a))
+    Wz = zero_neuron(W, ax_leaves)
     gz = jax.grad(F)(Wz)
     g_first = jnp.sqrt(sum(jnp.sum(jnp.take(g, 0, axis=a) ** 2)
                            for g, a in zip(jax.tree_util.tree_leaves(gz), ax_leaves)))
@@ -94,8 +98,8 @@ def _probe(apply, tr, frozen, x, key, ax_leaves, d):
         gh = jax.grad(F)(jax.tree_util.tree_map(lambda v: h * v, V))
         return norm(jax.tree_util.tree_map(lambda a, b, c_: a - b - h * c_, gh, g0, HV)), norm(gh)
 
-    h = jnp.asarray(1e-3 if jnp.finfo(out0.dtype).eps < 1e-10 else 3e-2, out0.dtype)
-    rs = [resid(s * h) for s in (1.0, 0.5, -1.0, -0.5)]
+    h = jnp.asarray(taylor_step(out0.dtype), out0.dtype)
+    rs = [resid(jnp.asarray(t, out0.dtype)) for t in taylor_steps(out0.dtype)]
     finite = jnp.isfinite(norm(g0)) & jnp.isfinite(norm(HV)) & jnp.isfinite(f).all()
     return perm_res, g_first / jnp.maximum(g_all, 1e-300), rs, norm(g0), norm(HV), h, finite
 
@@ -122,12 +126,7 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
         check_key("key", key)
     perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, key, ax_leaves, d)
     eps = float(jnp.finfo(jnp.asarray(h).dtype).eps)
-    ratio = math.inf
-    for i in (0, 2):
-        r_h, n_h = float(rs[i][0]), float(rs[i][1])
-        floor = 1e3 * eps * (n_h + float(g0) + float(h) * float(hv))
-        if r_h > floor:
-            ratio = min(ratio, r_h / max(float(rs[i + 1][0]), 1e-300))
+    ratio = taylor_ratio([r[0] for r in rs], [r[1] for r in rs], g0, hv, h, 1e3 * eps)
     return HypothesisCheck(float(perm_res) if d > 1 else 0.0, float(zgz), float(ratio), bool(finite))
 
 
@@ -135,7 +134,7 @@ def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
     eps_tol = 1e-8
     if not chk.finite:
         raise ValueError(f"`module` {name}: derivatives at W = 0 are not finite; Theorem 1 needs a C^3 module.")
-    if chk.smooth_ratio < 3.0:
+    if chk.smooth_ratio < SMOOTH_RATIO:
         raise ValueError(
             f"`module` {name} is not smooth at W = 0 (Taylor ratio of the gradient {chk.smooth_ratio:.3g}; a kink "
             f"such as ReLU gives 2, a C^3 module >= 4): Theorem 1's hypotheses fail and no NQF exists.")
@@ -149,6 +148,3 @@ def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
             f"the gradient at a random W (> {eps_tol:g}); its NQF has extra terms (Eq. 20) and this comparison "
             f"does not apply.")
 
-
-def _call_module(m, x):
-    return m(x)

@@ -66,8 +66,3 @@ def split_params(params, neuron_axes, name: str = "W0"):
     trainable, frozen = eqx.partition(params, mask_tree)
     return trainable, frozen, tuple(a for a in axes if a is not None), d
 
-
-def map_neurons(tr, ax_leaves, fn):
-    """Apply ``fn(leaf, axis)`` to every neuron leaf of ``tr``."""
-    leaves, treedef = jax.tree_util.tree_flatten(tr)
-    return jax.tree_util.tree_unflatten(treedef, [fn(l, a) for l, a in zip(leaves, ax_leaves)])

@@ -27,11 +27,46 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import check_float64
 from .._types import Input
 from ._autodiff import StructureReport, structure_matrix, structure_report
-from ._matrix_free import _call_module as _call
+from ._models import model_function
+from ._models import model_name
 from ._neurons import neuron_leaves
 from ._neurons import split_params
+
+
+class NeuronPacking(eqx.Module):
+    """THE neuron packing as a value (hashable, every field static): ``pack(params) -> W (p, d)`` and its
+    inverse ``unpack(W, params)``, for the pytrees of one structure (``treedef``). Rows of ``W`` run over the
+    neuron leaves in pytree order (flat positions ``index``, neuron axes ``axes``), inside a leaf over its other
+    axes (``shapes``) in C order; column ``i`` is neuron ``i``. Called, it packs (a ``linear_map`` for the
+    trainer's records)."""
+
+    treedef: Any = eqx.field(static=True)
+    index: tuple = eqx.field(static=True)
+    axes: tuple = eqx.field(static=True)
+    shapes: tuple = eqx.field(static=True)
+
+    def pack(self, params) -> Float[Array, "p d"]:
+        """The neuron leaves of ``params`` as one ``(p, d)`` matrix."""
+        leaves = self.treedef.flatten_up_to(params)
+        cols = [jnp.reshape(jnp.moveaxis(leaves[i], a, -1), (-1, leaves[i].shape[a]))
+                for i, a in zip(self.index, self.axes)]
+        return jnp.concatenate(cols, axis=0)
+
+    def unpack(self, W: Float[Array, "p d"], params) -> Any:
+        """``params`` with its neuron leaves taken from ``W`` (any width ``d``); other leaves unchanged."""
+        leaves = list(self.treedef.flatten_up_to(params))
+        r0, width = 0, W.shape[1]
+        for i, a, shape in zip(self.index, self.axes, self.shapes):
+            n = int(np.prod(shape, dtype=int))
+            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, a)
+            r0 += n
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+    def __call__(self, params) -> Float[Array, "p d"]:
+        return self.pack(params)
 
 
 class NeuronLayout(NamedTuple):
@@ -45,15 +80,14 @@ class NeuronLayout(NamedTuple):
     p: int  #: parameters per neuron
     d: int  #: neurons in ``params``
 
+    @property
+    def packing(self) -> NeuronPacking:
+        """The packing as a hashable value (:class:`NeuronPacking`)."""
+        return NeuronPacking(self.treedef, self.index, self.axes, self.shapes)
+
     def unflatten(self, W: Float[Array, "p d"]) -> Any:
         """The pytree with its neuron leaves taken from ``W`` (any width ``d``); other leaves unchanged."""
-        leaves = list(self.treedef.flatten_up_to(self.params))
-        r0, width = 0, W.shape[1]
-        for i, a, shape in zip(self.index, self.axes, self.shapes):
-            n = int(np.prod(shape, dtype=int))
-            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, a)
-            r0 += n
-        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+        return self.packing.unpack(W, self.params)
 
 
 def neuron_weights(params: Any, neuron_axes: Any) -> tuple[Float[Array, "p d"], NeuronLayout]:
@@ -68,16 +102,13 @@ def neuron_weights(params: Any, neuron_axes: Any) -> tuple[Float[Array, "p d"], 
         ``(W, layout)``; ``layout.unflatten(W)`` inverts the packing (at any width).
     """
     leaves, treedef, flat_axes, d = neuron_leaves(params, neuron_axes, "params")
-    index, ax, shapes, cols = [], [], [], []
+    index, ax, shapes = [], [], []
     for i, (leaf, a) in enumerate(zip(leaves, flat_axes)):
-        if a is None:
-            continue
-        moved = jnp.moveaxis(leaf, a, -1)
-        index.append(i)
-        ax.append(a)
-        shapes.append(tuple(moved.shape[:-1]))
-        cols.append(jnp.reshape(moved, (-1, moved.shape[-1])))
-    W = jnp.concatenate(cols, axis=0)
+        if a is not None:
+            index.append(i)
+            ax.append(a)
+            shapes.append(tuple(n for k, n in enumerate(leaf.shape) if k != a))
+    W = NeuronPacking(treedef, tuple(index), tuple(ax), tuple(shapes)).pack(params)
     layout = NeuronLayout(params, treedef, tuple(index), tuple(ax), tuple(shapes), int(W.shape[0]), d)
     return W, layout
 
@@ -91,19 +122,8 @@ def weight_apply(apply: Callable, layout: NeuronLayout) -> Callable:
     return apply_W
 
 
-def _resolve_apply(apply, params) -> Callable:
-    """``apply``, or the call of a callable equinox Module ``params`` when ``apply`` is None."""
-    if apply is None:
-        if not (isinstance(params, eqx.Module) and callable(params)):
-            raise ValueError("`apply` is required unless `params` is a callable equinox Module.")
-        return _call
-    if not callable(apply):
-        raise TypeError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
-    return apply
-
-
 def _prepare(apply, params, neuron_axes):
-    apply = _resolve_apply(apply, params)
+    apply = model_function(apply, params)
     _, layout = neuron_weights(params, neuron_axes)
     return weight_apply(apply, layout), layout
 
@@ -130,33 +150,7 @@ def pytree_structure_report(
     return structure_report(apply_W, x, layout.p, **kwargs)
 
 
-# ----------------------------------------------------------------- a user's model: names, dtype, A(x) in batch
-def model_name(apply: Callable | None, params: Any) -> str:
-    """The name a message should give the user's model: the class of an equinox Module called as ``params(x)``
-    (never the internal wrapper), else the name of ``apply``."""
-    if apply is None or apply is _call:
-        return type(params).__name__
-    return getattr(apply, "__name__", None) or type(apply).__name__
-
-
-def require_float64(params: Any, name: str) -> None:
-    """Refuse float32 (or lower) parameters with an "enable float64" error naming the model.
-
-    Theorem 1's probes (:func:`nqf.structure.check_hypotheses`: permutation residuals, the Taylor ratio at 0) and the flow
-    measure quantities near 1e-8 and below; in float32 round-off alone makes a smooth, symmetric model look
-    kinked or asymmetric. The library never flips JAX's flags, so the fix is the caller's.
-    """
-    low = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(params)
-                  if eqx.is_inexact_array(leaf) and jnp.finfo(leaf.dtype).bits < 64})
-    if low:
-        hint = ("call jax.config.update('jax_enable_x64', True) before building it" if not jax.config.jax_enable_x64
-                else "cast it: jax.tree_util.tree_map(lambda a: a.astype('float64') if eqx.is_inexact_array(a) "
-                     "else a, model)")
-        raise ValueError(
-            f"`model` {name} has {'/'.join(low)} parameters: Theorem 1's checks and the NQF flow need float64 (in "
-            f"float32 round-off alone fails the smoothness and symmetry probes). Enable float64: {hint}.")
-
-
+# ----------------------------------------------------------------- a user's model: A(x) in batch
 def _embed_neuron0(w, zero, ax_leaves):
     """The neuron leaves ``zero`` with neuron 0 set to ``w`` (rows in the packing of :func:`nqf.structure.neuron_weights`)."""
     leaves, treedef = jax.tree_util.tree_flatten(zero)
@@ -200,8 +194,8 @@ def pytree_structure_stack(
         ready for :class:`nqf.NQFData` with targets ``(m,)`` or ``(m, o)``.
     """
     name = model_name(apply, params)
-    apply = _resolve_apply(apply, params)
-    require_float64(params, name)
+    apply = model_function(apply, params)
+    check_float64("params", params, name)
     tr, frozen, ax_leaves, _ = split_params(params, neuron_axes, "params")
     p = sum(int(np.prod(l.shape, dtype=int)) // l.shape[a] for l, a in zip(jax.tree_util.tree_leaves(tr), ax_leaves))
     xs = jax.tree_util.tree_map(jnp.asarray, xs)

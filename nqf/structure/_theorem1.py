@@ -24,7 +24,7 @@ import numpy as np
 from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
-from ..architectures._base import Architecture
+from ..architectures import Architecture
 from ._autodiff import StructureReport
 from ._autodiff import _input_dtype
 from ._autodiff import _report

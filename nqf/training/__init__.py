@@ -15,6 +15,7 @@ from ._trainer import Optimizer as Optimizer
 from ._trainer import optimizer as optimizer
 from ._trainer import train as train
 from ._trainer import Training as Training
+from ._agreement import first_crossing as first_crossing
 from ._agreement import first_exceedance as first_exceedance
 from ._agreement import relative_gap as relative_gap
 

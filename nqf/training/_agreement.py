@@ -1,8 +1,11 @@
-r"""One way to say where a module and its NQF part: a relative gap and its first exceedance.
+r"""THE agreement rule: one gap (:func:`relative_gap`) and one first crossing (:func:`first_crossing`).
 
-Every agreement window of the book (Figs. 2, 6, 7, 8 and chapter 9) is :func:`first_exceedance` of a
-:func:`relative_gap`: the first *recorded* step at which the gap exceeds a threshold. A non-finite
-gap (a run that diverged) counts as parted, everywhere: a run that blew up does not agree.
+Every "when does a recorded quantity first reach a level" of the package and the book is
+:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 9 (:func:`first_exceedance`
+of a :func:`relative_gap`: the first *recorded* step at which the gap reaches the threshold, a non-finite
+gap counting as parted: a run that blew up does not agree), the plateau ends of
+:func:`nqf.solutions.halfway_crossing` (interpolated), the half-times of Fig. 2 and the measured
+crossing times of the chapters (:func:`nqf.pipeline.crossing_time`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Real
 
+from .._checks import check_option
 from .._checks import check_real
 from .._types import ArrayLike
 
@@ -38,17 +42,72 @@ def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time
         return diff / np.maximum(ref, 1e-300)
 
 
-def first_exceedance(steps: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:
-    """The first recorded step at which ``gap`` (last axis: time) exceeds ``threshold`` or is not finite.
+def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."], level: Real[ArrayLike, "..."] | float,
+                   *, axis: int = 0, rising: bool = True, interpolate: bool = True, nan_crosses: bool = False,
+                   if_never: float = np.inf, if_first: float | None = None) -> np.ndarray:
+    r"""THE first-crossing rule: the first time a recorded quantity reaches a level.
 
-    Returns an array of shape ``gap.shape[:-1]`` of floats: the step, or ``inf`` where the gap never
-    exceeds the threshold. A NaN or infinite gap (a diverged run) counts as exceeded.
+    ``values`` carries the records on ``axis`` (one per entry of ``times``, strictly increasing); ``level``
+    broadcasts against the other axes. The rule:
+
+    * record $i$ has **crossed** when ``values[i] >= level`` (``rising``, the default) or ``<= level``
+      (``rising=False``, a falling loss); infinities compare as numbers, and a NaN counts as crossed only
+      with ``nan_crosses=True`` (an agreement gap: a diverged run has parted; elsewhere a NaN record has
+      reached nothing);
+    * the result is the time of the first crossed record $i$, or with ``interpolate=True`` (the default) the
+      time where the straight line between records $i-1$ and $i$ meets the level,
+      $t_{i-1} + (t_i - t_{i-1})\,(\ell - v_{i-1})/(v_i - v_{i-1})$ (the record's own time $t_i$ when either
+      value is not finite);
+    * crossed **at the first record**: ``times[0]`` (there is no record before it to interpolate from; the
+      crossing happened at or before it), or ``if_first`` when given;
+    * **never** crossed: ``inf`` (``if_never``), so that "later than every record" compares correctly.
+
+    Returns:
+        an array of the shape of ``values`` without ``axis`` (broadcast with ``level``), of floats.
+    """
+    t = np.asarray(times, dtype=float)
+    v = np.asarray(values, dtype=float)
+    check_option("rising", rising, (True, False))
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"`times` must be a non-empty 1-D array of record times; got shape {t.shape}.")
+    if v.ndim == 0 or not -v.ndim <= int(axis) < v.ndim or v.shape[int(axis)] != t.size:
+        raise ValueError(f"`values` must carry the {t.size} records on axis {axis}; got shape {v.shape}.")
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        raise ValueError(f"`times` must be strictly increasing (record times); got {t[:5]}...")
+    v = np.moveaxis(v, int(axis), 0)
+    lv = np.asarray(level, dtype=float)
+    shape = np.broadcast_shapes(v.shape[1:], lv.shape)
+    v, lv = np.broadcast_to(v, (t.size,) + shape), np.broadcast_to(lv, shape)
+    with np.errstate(invalid="ignore"):
+        hit = (v >= lv) if rising else (v <= lv)
+    if nan_crosses:
+        hit = hit | np.isnan(v)
+    crossed = hit.any(axis=0)
+    first = np.argmax(hit, axis=0)
+    out = t[first]
+    if interpolate:
+        prev = np.maximum(first - 1, 0)
+        v0 = np.take_along_axis(v, prev[None], 0)[0]
+        v1 = np.take_along_axis(v, first[None], 0)[0]
+        ok = (first > 0) & np.isfinite(v0) & np.isfinite(v1) & (v1 != v0)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            frac = (lv - v0) / np.where(ok, v1 - v0, 1.0)
+        out = np.where(ok, t[prev] + frac * (t[first] - t[prev]), out)
+    if if_first is not None:
+        out = np.where(first == 0, float(if_first), out)
+    return np.where(crossed, out, float(if_never))
+
+
+def first_exceedance(steps: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:
+    """The agreement window: the first recorded step at which ``gap`` (last axis: time) reaches ``threshold``
+    or is not finite (:func:`first_crossing` with ``nan_crosses=True``, no interpolation).
+
+    Returns an array of shape ``gap.shape[:-1]`` of floats: the step, or ``inf`` where the gap stays below the
+    threshold. A NaN or infinite gap (a diverged run) counts as parted.
     """
     steps, gap = np.asarray(steps), np.asarray(gap, dtype=float)
     check_real("threshold", threshold)
     if steps.ndim != 1 or gap.ndim < 1 or gap.shape[-1] != steps.shape[0]:
         raise ValueError(f"`gap` must have the recorded steps on its last axis ({steps.shape[0] if steps.ndim == 1 else '?'} "
                          f"of them, `steps` must be 1-D); got steps {steps.shape} and gap {gap.shape}.")
-    exceeded = ~(gap <= threshold)
-    first = np.argmax(exceeded, axis=-1)
-    return np.where(exceeded.any(axis=-1), steps[first].astype(float), np.inf)
+    return first_crossing(steps, gap, threshold, axis=-1, interpolate=False, nan_crosses=True)

@@ -47,16 +47,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import check_float64
 from .._checks import check_int
 from .._checks import check_key
-from ..architectures._base import Architecture
-from ..model._model import mse
-from ..structure._matrix_free import _call_module
-from ..structure._matrix_free import _module_out
-from ..structure._matrix_free import _nqf_out
-from ..structure._matrix_free import check_hypotheses
-from ..structure._matrix_free import require_hypotheses
-from ..structure._neurons import split_params
+from .._checks import check_record_every
+from ..architectures import Architecture
+from ..model import mse
+from ..structure import check_hypotheses
+from ..structure import model_function
+from ..structure import model_name
+from ..structure import module_out
+from ..structure import nqf_out
+from ..structure import require_hypotheses
+from ..structure import split_params
 from ._agreement import first_exceedance
 from ._losses import OutputLoss
 from ._agreement import relative_gap
@@ -81,19 +84,6 @@ class Comparison(NamedTuple):
     threshold: float
     gap_on: str
     final: dict  #: ``{"module", "nqf"}`` -> final parameters
-
-
-def _require_float64(tr, name: str) -> None:
-    """Theorem 1's checks compare derivatives at rounding level: in float32 they misdiagnose a smooth,
-    symmetric module ("not smooth", "not permutation-symmetric"). Say what the real problem is."""
-    low = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(tr)
-                  if jnp.issubdtype(leaf.dtype, jnp.floating) and jnp.finfo(leaf.dtype).eps > 1e-10})
-    if low:
-        raise ValueError(
-            f"`W0` of `module` {name} holds {', '.join(low)} parameters: Theorem 1's checks and the NQF's second "
-            "derivatives need float64 (in lower precision rounding looks like a kink or a broken symmetry). Call "
-            "jax.config.update('jax_enable_x64', True) before building the model and cast its parameters, e.g. "
-            "jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), params); or pass check=False to skip the checks.")
 
 
 # ----------------------------------------------------------------- loss and record as values
@@ -165,7 +155,7 @@ def _structures(arch, xs):
 @eqx.filter_jit
 def _form_gap(apply, quadratic, W, xs, f0, A):
     """Largest |fast - matrix-free| NQF output over ``xs``, and the largest |quadratic term| (the scale)."""
-    mf = jax.vmap(lambda x: _nqf_out(apply, W, None, x))(xs)
+    mf = jax.vmap(lambda x: nqf_out(apply, W, None, x))(xs)
     fast = NQFFromParts(quadratic).predict(W, None, (xs, f0, A))
     return jnp.max(jnp.abs(fast - mf)), jnp.max(jnp.abs(mf - f0))
 
@@ -282,25 +272,18 @@ def compare_with_nqf(
         batched = W0.ndim == 3
         neuron_axes = 1
     else:
-        user = None
-        if module is None and isinstance(W0, eqx.Module) and callable(W0):
-            module, user = _call_module, type(W0).__name__  # the model is W0 itself: name its class
-        if not callable(module):
-            raise TypeError(f"`module` must be an nqf Architecture or a callable apply(params, x); got "
-                            f"{type(module).__name__}.")
+        name = model_name(module, W0)  # the class of an equinox Module W0 called as W0(x)
+        module = model_function(module, W0, name="module", params_name="W0")
         if neuron_axes is None:
             raise ValueError("`neuron_axes` is required with a callable module: give the neuron axis of each "
                              "leaf of `W0` as jax.vmap's in_axes (None for shared leaves).")
         apply, batched = module, False
-        name = user or getattr(module, "__name__", None) or type(module).__name__
     # ---- the optimiser and the options
     optimizer = as_optimizer("optimizer", optimizer)
     steps = check_int("num_steps", num_steps)
     if key is not None:
         check_key("key", key)
-    record_every = check_int("record_every", record_every)
-    if steps % record_every:
-        raise ValueError(f"`record_every` must divide num_steps = {steps}; got {record_every!r}.")
+    record_every = check_record_every(record_every, steps)
     if not (isinstance(threshold, (float, int, np.floating)) and 0.0 < float(threshold) < 1.0):
         raise ValueError(f"`threshold` must be a number in (0, 1); got {threshold!r}.")
     track = (track,) if isinstance(track, str) else tuple(track)
@@ -357,7 +340,7 @@ def compare_with_nqf(
         raise ValueError("a batch of initial weights (B, p, d) needs an Architecture.")
     tr, frozen, ax_leaves, d = split_params(W_one, neuron_axes)
     try:
-        out = jax.eval_shape(lambda t, x: _module_out(apply, t, frozen, x), tr, x_first)
+        out = jax.eval_shape(lambda t, x: module_out(apply, t, frozen, x), tr, x_first)
     except (TypeError, IndexError, ValueError) as err:
         raise ValueError(f"`module` {name} cannot be applied to `W0` and one input of `data` (shapes "
                          f"{jax.tree_util.tree_map(np.shape, x_first)}): {err}") from err
@@ -368,7 +351,7 @@ def compare_with_nqf(
         raise ValueError(f"`probe` targets must have shape (n, *out) with out = {tuple(out.shape)}; got "
                          f"{tuple(py.shape)}.")
     if check:
-        _require_float64(tr, name)
+        check_float64("W0", tr, f"of `module` {name}", also="pass check=False to skip the checks")
         require_hypotheses(check_hypotheses(apply, W_one, x_first, neuron_axes=neuron_axes), name)
     # ---- the NQF's form
     fast = nqf_form != "matrix-free"

@@ -17,10 +17,10 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 
-from ..model._model import mse
-from ..model._model import mse_loss
-from ..structure._matrix_free import _module_out
-from ..structure._matrix_free import _nqf_out
+from ..model import mse
+from ..model import mse_loss
+from ..structure import module_out
+from ..structure import nqf_out
 
 
 class OutputLoss(eqx.Module):
@@ -31,7 +31,7 @@ class OutputLoss(eqx.Module):
     nqf: bool = eqx.field(static=True)
 
     def predict(self, tr, args, xs):
-        fn = _nqf_out if self.nqf else _module_out
+        fn = nqf_out if self.nqf else module_out
         return jax.vmap(lambda x: fn(self.apply, tr, args["frozen"], x))(xs)
 
     def __call__(self, tr, batch, args):

@@ -34,34 +34,41 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._checks import check_float64
 from .._checks import check_int
-from ..model._data import NQFData
-from ..model._model import h_matrix
-from ..model._model import mse_loss
-from ..structure._matrix_free import HypothesisCheck
-from ..structure._matrix_free import _call_module
-from ..structure._matrix_free import _module_out
-from ..structure._matrix_free import _nqf_out
-from ..structure._matrix_free import check_hypotheses
-from ..structure._matrix_free import require_hypotheses
-from ..structure._neurons import split_params
-from ..structure._pytree import NeuronLayout
-from ..structure._pytree import model_name
-from ..structure._pytree import neuron_weights
-from ..structure._pytree import pytree_structure_stack
-from ..structure._pytree import require_float64
+from .._checks import check_record_every
+from ..flow import gradient_flow
+from ..flow import log_times
+from ..model import NQFData
+from ..model import h_matrix
+from ..model import mse_loss
+from ..structure import HypothesisCheck
+from ..structure import NeuronLayout
+from ..structure import check_hypotheses
+from ..structure import model_function
+from ..structure import model_name
+from ..structure import model_neuron_axes
+from ..structure import module_out
+from ..structure import neuron_weights
+from ..structure import nqf_out
+from ..structure import pytree_structure_stack
+from ..structure import require_hypotheses
+from ..structure import split_params
 from ._agreement import first_exceedance
 from ._agreement import relative_gap
 from ._compare import Comparison
 from ._compare import compare_with_nqf
-from ..flow._flow import gradient_flow
-from ..flow._flow import log_times
 from ._trainer import Optimizer
 from ._trainer import as_optimizer
 
 
 class ModelRun(NamedTuple):
-    """What :func:`nqf.training.model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``)."""
+    """What :func:`nqf.training.model_run` computed (flow times ``t``; optimiser steps ``step``; ``t = eta * step``).
+
+    A different question from :class:`~nqf.training.Comparison` (how far a trained module and its trained NQF
+    agree): what the NQF *predicts before training* — its $A(x)$ and data, its flow from the model's own
+    $W(0)$, how long that flow can be trusted (``valid_until``), the growth rate and the optimiser's lag —
+    with the side-by-side run kept whole as ``comparison`` (never copied field by field)."""
 
     name: str  #: the model's class (or ``apply``'s) name
     hypotheses: HypothesisCheck  #: Theorem 1's probes at the first input
@@ -85,19 +92,6 @@ class ModelRun(NamedTuple):
     record_every: int  #: recording interval of the training runs (steps)
 
 
-class _Packer(eqx.Module):
-    """``params -> W (p, d)`` in the packing of :func:`nqf.structure.neuron_weights`: a hashable value (static in the trainer)."""
-
-    index: tuple = eqx.field(static=True)
-    axes: tuple = eqx.field(static=True)
-
-    def __call__(self, params):
-        leaves = jax.tree_util.tree_leaves(params)
-        cols = [jnp.reshape(jnp.moveaxis(leaves[i], a, -1), (-1, leaves[i].shape[a]))
-                for i, a in zip(self.index, self.axes)]
-        return jnp.concatenate(cols, axis=0)
-
-
 def flow_rate(optimizer: Any) -> float | None:
     r"""Flow time per optimiser step: $\eta$ for ``sgd``, $\eta/(1-\beta)$ with heavy-ball momentum $\beta$,
     ``None`` for any other optimiser (no step <-> time map)."""
@@ -112,13 +106,9 @@ def flow_rate(optimizer: Any) -> float | None:
 
 def growth_lag(optimizer: Any, rate: float) -> float:
     r"""How many more steps (relative) the optimiser needs than the flow to grow a mode of rate $a$ by a given
-    factor: the flow grows it as $e^{a t}$ with $t = \eta_	ext{eff}\,$step, gradient descent with momentum
-    $eta$ (0 for plain SGD) by the largest root $
-ho$ of $
-ho^2 - (1 + eta + \eta a)
-ho + eta = 0$ per
-    step, so the lag is $\eta_	ext{eff}\,a/\ln
-ho - 1$ ($pprox \eta a/2$ for plain SGD). ``nan`` without a
+    factor: the flow grows it as $e^{a t}$ with $t = \eta_\text{eff}\,$step, gradient descent with momentum
+    $\beta$ (0 for plain SGD) by the largest root $\rho$ of $\rho^2 - (1 + \beta + \eta a)\rho + \beta = 0$ per
+    step, so the lag is $\eta_\text{eff}\,a/\ln\rho - 1$ ($\approx \eta a/2$ for plain SGD). ``nan`` without a
     step <-> time map."""
     eta_eff = flow_rate(optimizer)
     if eta_eff is None:
@@ -132,26 +122,6 @@ ho - 1$ ($pprox \eta a/2$ for plain SGD). ``nan`` without a
     return float(eta_eff * rate / np.log(rho) - 1.0)
 
 
-def _resolve(model, apply, neuron_axes):
-    if apply is None:
-        if not (isinstance(model, eqx.Module) and callable(model)):
-            raise TypeError(f"`model` must be a callable equinox Module, or give `apply(params, x)` with `model` its "
-                            f"parameters (e.g. a flax model's `apply` and its variables); got {type(model).__name__}.")
-        call = _call_module
-    else:
-        if not callable(apply):
-            raise TypeError(f"`apply` must be a callable apply(params, x); got {type(apply).__name__}.")
-        call = apply
-    if neuron_axes is None:
-        na = getattr(model, "neuron_axes", None)
-        neuron_axes = na() if callable(na) else na
-    if neuron_axes is None:
-        raise ValueError(
-            f"`neuron_axes` is required for `model` {model_name(apply, model)}: the neuron axis of each leaf, as "
-            f"jax.vmap's in_axes (None for leaves shared by all neurons), or a method `neuron_axes()` on the model.")
-    return call, neuron_axes
-
-
 def _default_every(num_steps: int, target: int = 200) -> int:
     lo = max(1, -(-num_steps // target))
     return next(k for k in range(lo, num_steps + 1) if num_steps % k == 0)
@@ -160,7 +130,7 @@ def _default_every(num_steps: int, target: int = 200) -> int:
 @eqx.filter_jit
 def _offsets(apply, tr, frozen, xs):
     zero = jax.tree_util.tree_map(jnp.zeros_like, tr)
-    return jax.vmap(lambda x: _module_out(apply, zero, frozen, x))(xs)
+    return jax.vmap(lambda x: module_out(apply, zero, frozen, x))(xs)
 
 
 def _flow_weights(Ms, W0):
@@ -175,20 +145,13 @@ def _flow_weights(Ms, W0):
 
 
 @eqx.filter_jit
-def _validity(apply, layout_params, packer_index, packer_axes, shapes, Ms, W0, px, treedef, frozen_mask):
+def _validity(apply, layout_params, packing, Ms, W0, px, frozen_mask):
     Ws, lam = _flow_weights(Ms, W0)
 
     def outs(W):
-        leaves = list(treedef.flatten_up_to(layout_params))
-        r0 = 0
-        for i, a, shape in zip(packer_index, packer_axes, shapes):
-            n = int(np.prod(shape, dtype=int))
-            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (W.shape[1],)), -1, a)
-            r0 += n
-        params = jax.tree_util.tree_unflatten(treedef, leaves)
-        tr, frozen = eqx.partition(params, frozen_mask)
-        f = jax.vmap(lambda x: _module_out(apply, tr, frozen, x))(px)
-        q = jax.vmap(lambda x: _nqf_out(apply, tr, frozen, x))(px)
+        tr, frozen = eqx.partition(packing.unpack(W, layout_params), frozen_mask)
+        f = jax.vmap(lambda x: module_out(apply, tr, frozen, x))(px)
+        q = jax.vmap(lambda x: nqf_out(apply, tr, frozen, x))(px)
         return f, q
 
     f, q = jax.vmap(outs)(Ws)
@@ -227,10 +190,12 @@ def model_run(
             run have settled levels).
         flow_points: save times of the flow (log-spaced from one step).
     """
-    call, neuron_axes = _resolve(model, apply, neuron_axes)
+    call = model_function(apply, model, params_name="model")
     name = model_name(apply, model)
-    require_float64(model, name)
+    neuron_axes = model_neuron_axes(model, neuron_axes, name)
+    check_float64("model", model, name)
     steps = check_int("num_steps", num_steps)
+    every = _default_every(steps) if record_every is None else check_record_every(record_every, steps)
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError(f"`data` must be a pair (xs, ys); got {type(data).__name__}.")
     xs = jax.tree_util.tree_map(jnp.asarray, data[0])
@@ -245,8 +210,6 @@ def model_run(
         raise ValueError(f"`model` {name} has outputs of shape {tuple(As.shape[1:-2])}: one axis of outputs at most.")
     nqf_data = NQFData(As, ys, f0=f0)
     W0, layout = neuron_weights(model, neuron_axes)
-    packer = _Packer(layout.index, layout.axes)
-    every = _default_every(steps) if record_every is None else check_int("record_every", record_every)
     probe = jax.tree_util.tree_map(lambda a: a[:n_probe], xs)
     eta = flow_rate(as_optimizer("optimizer", optimizer))
     r = min(W0.shape)
@@ -260,14 +223,13 @@ def model_run(
         loss = np.asarray(jax.vmap(lambda M: mse_loss(M, nqf_data))(Ms))
         mask = jax.tree_util.tree_unflatten(layout.treedef,
                                             [i in layout.index for i in range(layout.treedef.num_leaves)])
-        f, q, lam = _validity(call, layout.params, layout.index, layout.axes, layout.shapes, Ms, W0, probe,
-                              layout.treedef, mask)
+        f, q, lam = _validity(call, layout.params, layout.packing, Ms, W0, probe, mask)
         gap = relative_gap(np.asarray(f), np.asarray(q), time_axis=0)
         valid = float(first_exceedance(np.asarray(ts), gap, threshold))
         eigs = np.asarray(lam)
         ts = np.asarray(ts)
     comp = compare_with_nqf(call, model, (xs, ys), optimizer, steps, neuron_axes=neuron_axes, probe=probe,
-                            track=("loss", "outputs", "singular_values"), linear_map=packer, record_every=every,
+                            track=("loss", "outputs", "singular_values"), linear_map=layout.packing, record_every=every,
                             threshold=threshold, check=False)
     sv = lambda run: np.asarray(run["singular_values"])[..., :r] ** 2  # noqa: E731
     H0 = h_matrix(jnp.zeros((W0.shape[0],) * 2), nqf_data)

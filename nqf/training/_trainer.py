@@ -1,5 +1,15 @@
 r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser.
 
+**The room.** :mod:`nqf.training` is where weights are trained and compared with their NQF: this file's
+:func:`train` is the one loop (everything that trains weights is a configuration of it), :mod:`._losses`
+holds the shared loss and record values, :mod:`._compare` trains a module beside its NQF
+(:func:`~nqf.training.compare_with_nqf`, one :class:`~nqf.training.Comparison`), :mod:`._report` runs a
+user's model against its NQF *and* its flow (:func:`~nqf.training.model_run`) and :mod:`._agreement` is the
+one agreement rule (one gap, one first crossing). Below it sit the NQF's exact maps (:mod:`nqf.updates`),
+its ODE (:mod:`nqf.flow`) and $A(x)$ (:mod:`nqf.structure`); above it, the closed forms that read its runs
+(:mod:`nqf.solutions`). ``_train.py`` is not a second trainer: it holds thin named configurations of this
+one (``train_weights``, ``full_batch_gd``) on their way to the chapters' recipes.
+
 Every run of the package that trains weights (a module beside its NQF, online SGD on a teacher,
 several models side by side, the Fourier MLP of Fig. 5, plain GD on $W$) is a configuration of
 :func:`train`:
@@ -41,6 +51,7 @@ from .._checks import check_int
 from .._checks import check_key
 from .._checks import check_option
 from .._checks import check_optimizer
+from .._checks import check_record_every
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
 
@@ -147,6 +158,17 @@ class Sampled(eqx.Module):
 
 
 # ------------------------------------------------------------------ the one loop
+def _float_counters(state):
+    """The optimiser state with its integer scalar counters (optax Adam's step ``count``) cast to the default
+    float, the one place the trainer does so: ``decay ** count`` then needs no implicit int -> float promotion
+    (strict dtype promotion), and the numbers are bit-identical (JAX promotes a traced int exponent to that
+    float anyway, and counts are exact in float64 up to 2**53)."""
+    to = jnp.result_type(float)
+    return jax.tree_util.tree_map(
+        lambda a: a.astype(to) if isinstance(a, jax.Array) and a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.integer)
+        else a, state)
+
+
 def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_steps, every):
     tx = opt.build()
     n_blocks = num_steps // every
@@ -175,7 +197,8 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
         carry, values = jax.lax.scan(step, carry, inp, length=every)
         return carry, (rec, values)
 
-    (params, _), (recs, values) = jax.lax.scan(block, (params0, tx.init(params0)), stream, length=n_blocks)
+    (params, _), (recs, values) = jax.lax.scan(block, (params0, _float_counters(tx.init(params0))), stream,
+                                               length=n_blocks)
     if record is not None:
         last = record(params, args)
         recs = jax.tree_util.tree_map(lambda r, l: jnp.concatenate([r, l[None]]), recs, last)
@@ -280,9 +303,7 @@ def train(
         check_callable("record", record, "a callable record(params, args)")
     opt = as_optimizer("optimizer", optimizer)
     num_steps = check_int("num_steps", num_steps)
-    every = check_int("record_every", record_every)
-    if num_steps % every:
-        raise ValueError(f"`record_every` must divide `num_steps` = {num_steps}; got {every}.")
+    every = check_record_every(record_every, num_steps)
     check_option("on_divergence", on_divergence, ("warn", "raise", "ignore"))
     vmap = (vmap,) if isinstance(vmap, str) else tuple(vmap)
     for name in vmap:

@@ -1,0 +1,77 @@
+r"""A user's module as nqf reads it: its function, its name, its neuron axes. THE resolution rule.
+
+Modules come in three forms, and every function of :mod:`nqf.structure` and :mod:`nqf.training` resolves
+them here, with one error rule (``TypeError`` when the *kind* is wrong: not callable, not an equinox Module;
+``ValueError`` when the kind is right but a required value is missing or inconsistent):
+
+* an :class:`~nqf.architectures.Architecture`, ``apply(W, x)`` with ``W`` of shape ``(p, d)``
+  (:func:`module_function`, which also returns ``p``);
+* a plain callable ``apply(W, x)`` on ``(p, d)`` weights, with ``p`` given (:func:`module_function`);
+* a model on a parameter pytree: ``apply(params, x)`` (a flax model's ``apply``), or ``apply=None`` and
+  ``params`` a callable equinox Module called as ``params(x)`` (:func:`model_function`); its neurons lie
+  along ``neuron_axes`` (:func:`model_neuron_axes`, or the model's method ``neuron_axes()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+
+from .._checks import check_size
+from ..architectures import Architecture
+
+
+def call_module(m, x):
+    """``m(x)``: the ``apply(params, x)`` of a callable equinox Module ``params``."""
+    return m(x)
+
+
+def module_function(module: Any, p: int | None = None, *, name: str = "module") -> tuple[Callable, int]:
+    """``(apply, p)`` of an :class:`~nqf.architectures.Architecture` or of a callable ``apply(W, x)`` on
+    ``(p, d)`` weights (then ``p`` is required). ``TypeError`` for a module that is neither."""
+    if isinstance(module, Architecture):
+        if p is not None and p != module.p:
+            raise ValueError(f"`p` = {p} does not match the architecture {module.name!r}, which has p = {module.p}.")
+        return module.apply, module.p
+    if not callable(module):
+        raise TypeError(f"`{name}` must be an nqf Architecture or a callable apply(W, x); got {type(module).__name__}.")
+    if p is None:
+        raise ValueError("`p` (parameters per neuron) is required for a plain callable module; got None.")
+    check_size("p", p)
+    return module, int(p)
+
+
+def model_function(apply: Callable | None, params: Any, *, name: str = "apply", params_name: str = "params") -> Callable:
+    """The ``apply(params, x)`` of a pytree model: ``apply`` itself, or, when ``apply`` is ``None``, the call of
+    the callable equinox Module ``params`` (:func:`call_module`). ``TypeError`` for any other kind."""
+    if apply is None:
+        if not (isinstance(params, eqx.Module) and callable(params)):
+            raise TypeError(f"`{params_name}` must be a callable equinox Module when `{name}` is None, or give "
+                            f"`{name}(params, x)` with `{params_name}` its parameters (e.g. a flax model's `apply` "
+                            f"and its variables); got {type(params).__name__}.")
+        return call_module
+    if not callable(apply):
+        raise TypeError(f"`{name}` must be a callable apply(params, x); got {type(apply).__name__}.")
+    return apply
+
+
+def model_name(apply: Callable | None, params: Any) -> str:
+    """The name a message should give the user's model: the class of an equinox Module called as ``params(x)``
+    (never the internal wrapper), else the name of ``apply``."""
+    if apply is None or apply is call_module:
+        return type(params).__name__
+    return getattr(apply, "__name__", None) or type(apply).__name__
+
+
+def model_neuron_axes(params: Any, neuron_axes: Any, name: str) -> Any:
+    """``neuron_axes``, or the model's own (its attribute or method ``neuron_axes``); ``ValueError`` if neither."""
+    if neuron_axes is None:
+        na = getattr(params, "neuron_axes", None)
+        neuron_axes = na() if callable(na) else na
+    if neuron_axes is None:
+        raise ValueError(
+            f"`neuron_axes` is required for `model` {name}: the neuron axis of each leaf, as jax.vmap's in_axes "
+            f"(None for leaves shared by all neurons), or a method `neuron_axes()` on the model.")
+    return neuron_axes

@@ -1,0 +1,76 @@
+r"""THE Theorem-1 probes: the moves both the dense and the matrix-free checks make, and how they are read.
+
+Theorem 1 needs three hypotheses of a module $f_x(W)$: permutation symmetry (Def. 1), ZGZ (Property 1)
+and smoothness at $W = 0$ ($C^3$). Two checks measure them: :func:`nqf.structure.structure_report`
+(dense: it builds the Hessian at 0 anyway, for $A$) and :func:`nqf.structure.check_hypotheses`
+(matrix-free: Hessian-vector products only, for modules with hundreds of parameters per neuron). Both
+make the same moves, written here once, on a weight pytree whose neurons lie along ``ax_leaves`` (a
+``(p, d)`` array is the pytree of one leaf with neuron axis 1):
+
+* :func:`permute_neurons` — $W\sigma$, the neurons permuted along every neuron axis (Def. 1);
+* :func:`zero_neuron` — $W$ with neuron 1 set to zero (Property 1: its gradient must vanish);
+* :func:`taylor_steps` — the steps $\pm h, \pm h/2$ of the smoothness probe, with THE step constant
+  (:data:`TAYLOR_STEP`; :data:`TAYLOR_STEP_LOW` below float64);
+* :func:`taylor_ratio` — the reading of the Taylor residual of the gradient,
+  $r(t) = \nabla f(tV) - \nabla f(0) - tHV$: $O(t^2)$ for a $C^3$ module (ratio $|r(h)|/|r(h/2)| = 4$,
+  8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink such as ReLU (ratio 2); smooth when the ratio is at
+  least :data:`SMOOTH_RATIO`. Residuals at rounding level (below ``rtol`` times the gradients' size)
+  carry no information and are skipped (ratio ``inf``: nothing measurable beyond second order).
+
+What each check differentiates differs by design and is kept: the dense check reads the full Jacobian
+(every output, max-norms, as its report prints), the matrix-free one a random contraction of the
+outputs (2-norms), so each keeps its numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+TAYLOR_STEP = 1e-3  #: the smoothness probe's step $h$ in float64
+TAYLOR_STEP_LOW = 3e-2  #: ... and in float32 (or lower), where $h^2$ must stay above round-off
+SMOOTH_RATIO = 3.0  #: smooth at 0 when $|r(h)|/|r(h/2)| \ge$ this ($C^3$: 4, kink: 2)
+
+
+def taylor_step(dtype) -> float:
+    """The smoothness probe's step $h$ for ``dtype`` (:data:`TAYLOR_STEP` in float64)."""
+    return TAYLOR_STEP if jnp.finfo(dtype).eps < 1e-10 else TAYLOR_STEP_LOW
+
+
+def taylor_steps(dtype) -> np.ndarray:
+    r"""The four steps $h, h/2, -h, -h/2$ of the smoothness probe (residuals ``0, 1`` and ``2, 3`` pair up)."""
+    h = taylor_step(dtype)
+    return np.array([h, h / 2, -h, -h / 2])
+
+
+def permute_neurons(W, ax_leaves: Sequence[int], perm):
+    """``W`` with its neurons permuted by ``perm`` along every neuron axis (``W[:, perm]`` for ``(p, d)``)."""
+    leaves, treedef = jax.tree_util.tree_flatten(W)
+    return jax.tree_util.tree_unflatten(treedef, [jnp.take(l, perm, axis=a) for l, a in zip(leaves, ax_leaves)])
+
+
+def zero_neuron(W, ax_leaves: Sequence[int]):
+    """``W`` with neuron 1 (index 0 along every neuron axis) set to zero (``W.at[:, 0].set(0)`` for ``(p, d)``)."""
+    leaves, treedef = jax.tree_util.tree_flatten(W)
+    return jax.tree_util.tree_unflatten(
+        treedef, [jnp.moveaxis(jnp.moveaxis(l, a, 0).at[0].set(0.0), 0, a) for l, a in zip(leaves, ax_leaves)])
+
+
+def taylor_ratio(residuals: Sequence[Any], grad_norms: Sequence[Any], g0_norm: Any, hv_norm: Any, h: Any,
+                 rtol: Any) -> float:
+    r"""THE smoothness reading: $\min |r(\pm h)|/|r(\pm h/2)|$ over the two sides of 0, skipping a side whose
+    $|r(\pm h)|$ is at rounding level, ``rtol`` $\cdot(|\nabla f(\pm hV)| + |\nabla f(0)| + h|HV|)$.
+
+    ``residuals`` and ``grad_norms`` are $|r(t)|$ and $|\nabla f(tV)|$ at the steps of :func:`taylor_steps`;
+    ``inf`` when both sides are at rounding level (a quadratic module)."""
+    ratio = math.inf
+    for i in (0, 2):
+        floor = rtol * (float(grad_norms[i]) + float(g0_norm) + float(h) * float(hv_norm))
+        if float(residuals[i]) > floor:
+            ratio = min(ratio, float(residuals[i]) / max(float(residuals[i + 1]), 1e-300))
+    return ratio
