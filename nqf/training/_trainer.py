@@ -7,8 +7,9 @@ holds the shared loss and record values, :mod:`._compare` trains a module beside
 user's model against its NQF *and* its flow (:func:`~nqf.training.model_run`) and :mod:`._agreement` is the
 one agreement rule (one gap, one first crossing). Below it sit the NQF's exact maps (:mod:`nqf.updates`),
 its ODE (:mod:`nqf.flow`) and $A(x)$ (:mod:`nqf.structure`); above it, the closed forms that read its runs
-(:mod:`nqf.solutions`). ``_train.py`` is not a second trainer: it holds thin named configurations of this
-one (``train_weights``, ``full_batch_gd``) on their way to the chapters' recipes.
+(:mod:`nqf.solutions`). There is no second trainer: the chapters' runs (Figs. 2-8) are recipes beside their
+notebooks (``notebooks/chNN_*.py``), each a configuration of :func:`train` or of
+:func:`~nqf.training.compare_with_nqf`.
 
 Every run of the package that trains weights (a module beside its NQF, online SGD on a teacher,
 several models side by side, the Fourier MLP of Fig. 5, plain GD on $W$) is a configuration of
