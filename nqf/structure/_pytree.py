@@ -151,26 +151,15 @@ def pytree_structure_report(
 
 
 # ----------------------------------------------------------------- a user's model: A(x) in batch
-def _embed_neuron0(w, zero, ax_leaves):
-    """The neuron leaves ``zero`` with neuron 0 set to ``w`` (rows in the packing of :func:`nqf.structure.neuron_weights`)."""
-    leaves, treedef = jax.tree_util.tree_flatten(zero)
-    out, r0 = [], 0
-    for leaf, a in zip(leaves, ax_leaves):
-        moved = jnp.moveaxis(leaf, a, 0)
-        shape = moved.shape[1:]
-        n = int(np.prod(shape, dtype=int))
-        out.append(jnp.moveaxis(moved.at[0].set(jnp.reshape(w[r0:r0 + n], shape)), 0, a))
-        r0 += n
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
 @eqx.filter_jit
-def _stack_jit(apply, tr, frozen, xs, ax_leaves, p):
+def _stack_jit(apply, packing, tr, frozen, xs, p, d):
     zero = jax.tree_util.tree_map(jnp.zeros_like, tr)
+    dtype = jax.tree_util.tree_leaves(tr)[0].dtype
 
     def one(x):
-        f = lambda w: apply(eqx.combine(_embed_neuron0(w, zero, ax_leaves), frozen), x)  # noqa: E731
-        H = jax.hessian(f)(jnp.zeros((p,), jax.tree_util.tree_leaves(tr)[0].dtype))
+        def f(w):  # neuron 1 = w (rows in the packing of neuron_weights), every other neuron 0
+            return apply(eqx.combine(packing.unpack(jnp.zeros((p, d), dtype).at[:, 0].set(w), zero), frozen), x)
+        H = jax.hessian(f)(jnp.zeros((p,), dtype))
         return 0.25 * (H + jnp.swapaxes(H, -1, -2))  # A = (1/2) d^2 f / dw_1^2 at 0, symmetrised
 
     return jax.vmap(one)(xs)
@@ -196,7 +185,10 @@ def pytree_structure_stack(
     name = model_name(apply, params)
     apply = model_function(apply, params)
     check_float64("params", params, name)
-    tr, frozen, ax_leaves, _ = split_params(params, neuron_axes, "params")
-    p = sum(int(np.prod(l.shape, dtype=int)) // l.shape[a] for l, a in zip(jax.tree_util.tree_leaves(tr), ax_leaves))
+    tr, frozen, ax_leaves, d = split_params(params, neuron_axes, "params")
+    leaves, treedef = jax.tree_util.tree_flatten(tr)
+    shapes = tuple(tuple(n for k, n in enumerate(l.shape) if k != a) for l, a in zip(leaves, ax_leaves))
+    packing = NeuronPacking(treedef, tuple(range(len(leaves))), tuple(ax_leaves), shapes)  # of the neuron leaves
+    p = sum(int(np.prod(shape, dtype=int)) for shape in shapes)
     xs = jax.tree_util.tree_map(jnp.asarray, xs)
-    return _stack_jit(apply, tr, frozen, xs, tuple(ax_leaves), int(p))
+    return _stack_jit(apply, packing, tr, frozen, xs, int(p), int(d))
