@@ -24,8 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _is_concrete(x) -> bool:
+def is_concrete(x) -> bool:
+    """Whether ``x`` is a value now (not a tracer under ``jit``): value checks run only on concrete arrays."""
     return not isinstance(x, jax.core.Tracer)
+
+
+_is_concrete = is_concrete  # the name used inside this file (and, until it moves, nqf/structure/_feedforward.py)
 
 
 def check_ndim(name: str, x, ndim: int, meaning: str = "") -> None:
@@ -220,6 +224,30 @@ def check_index(name: str, idx, n: int, *, what: str = "sample") -> None:
                              f"{bad.size} out of range (e.g. {int(bad.flat[0])}).")
 
 
+def invalid(name: str, expected: str, got) -> ValueError:
+    """THE ``ValueError`` of a rule too particular for a ``check_*`` function (a relation between two
+    arguments, a structural mismatch), in the one wording ``"`name` must <expected>; got <got>."``::
+
+        if t_min >= t_max:
+            raise invalid("t_min", "be < `t_max`", f"t_min={t_min!r}, t_max={t_max!r}")
+
+    Outside this file every ``raise`` raises what a helper of this file builds (tests/test_conventions.py).
+    """
+    return ValueError(f"`{name}` must {expected}; got {got}.")
+
+
+def wrong_kind(name: str, expected: str, got) -> TypeError:
+    """THE ``TypeError`` (the kind of object is wrong), worded as :func:`invalid`: ``"`name` must <expected>;
+    got <got>."`` (``got``: e.g. ``type(x).__name__``)."""
+    return TypeError(f"`{name}` must {expected}; got {got}.")
+
+
+def failed(what: str, why: str) -> RuntimeError:
+    """THE ``RuntimeError`` of a computation that did not succeed although its arguments passed their checks
+    (a solver out of steps, a root not bracketed): ``"<what> failed: <why>"``, ``why`` saying what to change."""
+    return RuntimeError(f"{what} failed: {why}")
+
+
 def error_if(x, pred, message: str):
     """``equinox.error_if``: return ``x``, raising ``message`` when ``pred`` holds at run time.
 
@@ -335,13 +363,6 @@ def require_value(name: str, ok: object, expected: str, got: str) -> None:
         raise ValueError(f"`{name}` must be {expected}; got {got}.")
 
 
-def require(ok: object, error: type[Exception], message: str) -> None:
-    """Raise ``error(message)`` unless ``ok``: for the errors that are not about one argument (a chapter whose
-    claims failed raises the book's ``ClaimError``)."""
-    if not ok:
-        raise error(message)
-
-
 def check_record_every(record_every, num_steps: int) -> int:
     """THE rule of every recorded run: ``record_every`` is an int >= 1 that divides ``num_steps`` (records at
     steps 0, record_every, ..., num_steps). Returns it as an int; ``TypeError``/``ValueError`` naming it."""
@@ -371,3 +392,10 @@ def check_float64(name: str, tree, owner: str = "", *, also: str = "") -> None:
             f"{who} has {'/'.join(low)} parameters: Theorem 1's checks and the NQF's second derivatives and flow "
             f"need float64 (in float32 round-off alone fails the smoothness and symmetry probes). Enable float64: "
             f"{hint}{'; or ' + also if also else ''}.")
+
+
+def require(ok: object, error: type[Exception], message: str) -> None:
+    """Raise ``error(message)`` unless ``ok``: for the errors that are not about one argument (a chapter whose
+    claims failed raises the book's ``ClaimError``)."""
+    if not ok:
+        raise error(message)

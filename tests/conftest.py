@@ -1,4 +1,12 @@
-"""Test-wide JAX settings: float64 and the persistent compilation cache.
+"""Test-wide JAX settings: float64, strict numerics and the persistent compilation cache.
+
+Strict numerics, as diffrax's and equinox's test suites do: ``jax_numpy_dtype_promotion="strict"``
+(no implicit int -> float or float32 -> float64 promotion: a library line that mixes dtypes casts
+explicitly) and ``jax_numpy_rank_promotion="raise"`` (no implicit broadcasting of a lower-rank
+operand: a library line that broadcasts says so, with ``x[None]`` or ``x[..., None]``). They are set
+through ``jax.config`` only, not the environment, so the chapters (papermill kernels, the runner)
+run under JAX's defaults, as a reader's session does. A test that deliberately exercises loose
+promotion opts out locally with the ``loose_promotion`` fixture.
 
 The library never flips global JAX flags on import (STYLE.md); the tests do it
 here, once. Do not import ``nqf`` at the top of this file: conftest is loaded
@@ -22,12 +30,25 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
 Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update(
     "jax_persistent_cache_min_compile_time_secs",
     float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
 )
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def loose_promotion():
+    """JAX's default promotion (standard dtype lattice, implicit rank broadcasting) for one test,
+    for tests of a user's loosely written module; the library itself must pass under the strict flags."""
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

@@ -105,9 +105,9 @@ def test_truncated_compression_obeys_eq_237():
         assert L.shape == (steps,) and bool(jnp.all(L > 0))
         e_np = np.asarray(e)
         assert np.all(e_np[1:] <= e_np[:-1] * (1 + eta * np.asarray(L)) * (1 + 1e-9))
-        bound = compression_bound(c.tail, eta=eta, L=float(L.max()), steps=np.arange(steps + 1))
+        bound = compression_bound(c.tail, eta=eta, L=float(L.max()), t=np.arange(steps + 1))
         assert np.all(e_np <= np.asarray(bound))
-        logb = compression_bound(c.tail, eta=eta, L=float(L.max()), steps=np.arange(steps + 1), log=True)
+        logb = compression_bound(c.tail, eta=eta, L=float(L.max()), t=np.arange(steps + 1), log=True)
         np.testing.assert_allclose(np.exp(logb), bound, rtol=1e-12)
     with pytest.raises(ValueError, match="exact"):
         c.reduced()
@@ -141,7 +141,7 @@ def test_error_helpers_reject_bad_input():
     with pytest.raises(BAD_INPUT, match="scale"):
         compression_error(Ms, mus, Ms, mus, scale=0.0)
     with pytest.raises(BAD_INPUT, match="L"):
-        compression_bound(1.0, eta=0.1, L=-1.0, steps=np.arange(3))
+        compression_bound(1.0, eta=0.1, L=-1.0, t=np.arange(3))
     data = NQFData(np.stack([np.eye(3)] * 2), np.ones(2))
     with pytest.raises(BAD_INPUT, match="batches"):
         update_lipschitz((Ms, mus), (Ms, mus), data, np.zeros((9, 1), dtype=int), eta=0.1, d=3)

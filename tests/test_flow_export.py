@@ -214,6 +214,8 @@ def test_failed_solve_still_raises_through_the_export(cache):
 CHILD = """
 import sys, numpy as np, jax
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", {dtype_promotion!r})  # the parent's (conftest's) strict numerics:
+jax.config.update("jax_numpy_rank_promotion", {rank_promotion!r})  # JAX options are part of the export key
 import diffrax, nqf
 calls = []
 solve = diffrax.diffeqsolve
@@ -239,7 +241,10 @@ def test_a_new_process_calls_the_file_without_tracing(tmp_path, monkeypatch):
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path), JAX_ENABLE_X64="1")
     env.pop("NQF_EXPORT_CACHE", None)
     env.pop("EQX_ON_ERROR", None)
-    run = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(ROOT / "tests"), out=str(out))],
+    option = lambda name: getattr(getattr(jax.config, name), "value", getattr(jax.config, name))  # noqa: E731 (enum)
+    child = CHILD.format(tests=str(ROOT / "tests"), out=str(out), dtype_promotion=option("jax_numpy_dtype_promotion"),
+                         rank_promotion=option("jax_numpy_rank_promotion"))
+    run = subprocess.run([sys.executable, "-c", child],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     # on failure, both processes' key material side by side (the parent's first)

@@ -36,7 +36,7 @@ ARCHS = {
     "qk": qk_attention(D=3, N=5, d_k=2, c=jnp.array([0.3, -1.2, 0.7])),
     "qk_vec": qk_attention(D=3, N=5, d_k=2, c=jnp.arange(6.0).reshape(3, 2) - 2.5),
     "moe": mixture_of_experts(3),
-    "moe_custom": mixture_of_experts(3, _custom_expert, n_theta=4, gate=jax.nn.gelu),
+    "moe_custom": mixture_of_experts(3, expert=_custom_expert, n_theta=4, gate=jax.nn.gelu),
     "phase": phase_retrieval(4),
     "dln": diagonal_linear_network(4),
     "dln2": diagonal_linear_network(3, two_factor=True),
@@ -114,7 +114,7 @@ def test_nonsmooth_activation_is_rejected():
     with pytest.raises(ValueError, match="not smooth at 0"):
         two_layer_mlp(3, jax.nn.relu)
     with pytest.raises(ValueError, match="not smooth at 0"):
-        cnn(3, 3, 2, 2, jnp.abs)
+        cnn(3, 3, 2, 2, activation=jnp.abs)
     with pytest.raises(ValueError, match="`gate` is not smooth"):
         mixture_of_experts(3, gate=jax.nn.relu)
 
@@ -123,9 +123,9 @@ def test_moe_hypotheses_are_checked():
     with pytest.raises(ValueError, match=r"psi\(0\) = 0"):
         mixture_of_experts(3, gate=jax.nn.sigmoid)
     with pytest.raises(ValueError, match=r"E\(x; 0\) = 0"):
-        mixture_of_experts(3, lambda th, x: 1.0 + th @ x, n_theta=3)
+        mixture_of_experts(3, expert=lambda th, x: 1.0 + th @ x, n_theta=3)
     with pytest.raises(ValueError, match="n_theta"):
-        mixture_of_experts(3, _custom_expert)
+        mixture_of_experts(3, expert=_custom_expert)
 
 
 def test_bad_weights_and_inputs_raise_clear_errors():
@@ -158,7 +158,7 @@ def test_gaussian_linear_part_is_steins_lemma():
     W = 0.7 * jax.random.normal(key_w, (arch.p, 5))
     U, V = W[:3], W[3:]
     kappa = 1.0 + jnp.sum(U**2, axis=0)
-    np.testing.assert_allclose(gaussian_linear_part(arch, W), (V * kappa) @ U.T, rtol=1e-12)
+    np.testing.assert_allclose(gaussian_linear_part(arch, W), (V * kappa[None, :]) @ U.T, rtol=1e-12)
     # tanh: against a Monte Carlo estimate of E[f_x x^T] (standard error ~ 1/sqrt(n)).
     tanh = two_layer_mlp(3)
     Wt = W[:4]

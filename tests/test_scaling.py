@@ -97,7 +97,7 @@ def test_lv_flow_matches_closed_form_on_subset():
 
 # ------------------------------------------------------------------ spectra
 def test_fig3_right_spectrum_and_one_hot_dataset():
-    sp = datasets.fig3_right_spectrum()
+    sp = datasets.fig3_right_spectrum(1000)
     np.testing.assert_allclose(sp.r, sp.k ** -0.8)
     np.testing.assert_allclose(sp.V, sp.k ** -2.0)
     np.testing.assert_allclose(sp.log_ratio, np.log(8e6))  # the same for every k (erratum 5)

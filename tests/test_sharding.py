@@ -85,6 +85,6 @@ def test_batch_mesh_and_bad_mesh():
     mesh = flow.batch_mesh()
     assert mesh.axis_names == ("batch",) and mesh.size >= 1
     with pytest.raises(ValueError, match="devices"):
-        flow.batch_mesh([])
+        flow.batch_mesh(devices=[])
     with pytest.raises(TypeError, match="mesh"):
         flow.gradient_flow(np.stack([np.eye(2)] * 2), None, np.linspace(0, 1, 3), mesh=object())

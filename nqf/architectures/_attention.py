@@ -24,15 +24,14 @@ from ._base import Architecture
 from ._base import _check_outputs
 from ._base import check_weights
 from ._base import feedforward_structure
+from .._checks import invalid
 
 
 def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
     """Validate ``x = (q, X)`` and return it as two arrays."""
     if not isinstance(x, (tuple, list)) or len(x) != 2:
-        raise ValueError(
-            "`x` must be a pair (q, X): a query token of shape "
-            f"({D},) and a context of shape ({D}, {N}); got {type(x).__name__}."
-        )
+        raise invalid("x", f'be a pair (q, X): a query token of shape ({D},) and a context of shape ({D}, {N})',
+                      f'{type(x).__name__}')
     q, X = x
     check_shape("x[0] (query token q)", q, (D,))
     check_shape("x[1] (context X)", X, (D, N))
@@ -65,7 +64,7 @@ def _readout_vector(c, D: int) -> tuple[tuple, int | None]:
     """
     c = np.ones(D) / np.sqrt(D) if c is None else np.asarray(c, dtype=np.float64)
     if c.ndim not in (1, 2) or c.shape[0] != D:
-        raise ValueError(f"`c` must have shape ({D},) or ({D}, o); got shape {c.shape}.")
+        raise invalid("c", f'have shape ({D},) or ({D}, o)', f'shape {c.shape}')
     check_finite("c", c)
     as_tuple = tuple(float(v) for v in c) if c.ndim == 1 else tuple(tuple(float(v) for v in row) for row in c)
     return as_tuple, (None if c.ndim == 1 else int(c.shape[1]))
@@ -134,7 +133,7 @@ class MultiHeadAttention(_PairInput):
         return _pad_front(feedforward_structure(C), 2 * self.d_k * self.D)
 
 
-def multihead_attention(D: int, N: int, d_k: int, d_v: int, outputs: int | None = None) -> Architecture:
+def multihead_attention(D: int, N: int, d_k: int, d_v: int, *, outputs: int | None = None) -> Architecture:
     r"""Multi-head attention, one head per neuron (Eq. 7, Prop. 2).
 
     $$ f = \sum_i v_i^\top W_i^V X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$

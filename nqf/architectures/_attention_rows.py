@@ -45,17 +45,16 @@ from ._attention import _split_input
 from ._attention import _unvec
 from ._base import Architecture
 from ._base import feedforward_structure
+from .._checks import invalid
 
 
 def _check_rows_weights(W, p: int, module: str, paper_shape: str) -> None:
     """Shape check that reminds the caller of the row convention of the paper."""
     shape = tuple(np.shape(W))
     if len(shape) != 2 or shape[0] != p or shape[1] < 1:
-        raise ValueError(
-            f"`W` must have shape (p, d) = ({p}, *) for {module}: one column per neuron. The paper "
-            f"writes this module with neurons as the ROWS of {paper_shape}; pass the transpose "
-            f"(nqf.architectures.to_nqf_weights). Got shape {shape}."
-        )
+        raise invalid("W", f"have shape (p, d) = ({p}, *) for {module}: one column per neuron (the paper writes "
+                      f"this module with neurons as the ROWS of {paper_shape}; pass the transpose, "
+                      f"nqf.architectures.to_nqf_weights)", f"shape {shape}")
 
 
 def _covariance_readout(X: Array, c: Array) -> Array:
@@ -73,8 +72,7 @@ def stack_query_key(WQ: Float[ArrayLike, "k D"], WK: Float[ArrayLike, "k D"]) ->
     paper's $W^Q$ and row $i$ of its $W^K$ (both $d_k\times D$).
     """
     if np.ndim(WQ) != 2 or np.shape(WQ) != np.shape(WK):
-        raise ValueError(
-            f"`WQ` and `WK` must be matrices of the same shape (d_k, D); got {np.shape(WQ)} and {np.shape(WK)}.")
+        raise invalid("WQ", "be a matrix of the shape (d_k, D) of `WK`", f"{np.shape(WQ)} and {np.shape(WK)}")
     return jnp.concatenate([jnp.asarray(WQ).T, jnp.asarray(WK).T], axis=0)
 
 
@@ -118,7 +116,7 @@ class SingleHeadAttentionLogits(_PairInput):
         return feedforward_structure(C)
 
 
-def single_head_attention_logits(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+def single_head_attention_logits(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -> Architecture:
     r"""Single-head attention with a fixed readout, neurons = rows of $W^Q, W^K$ (Eq. 11, Prop. 4).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top (W^K)^\top W^Q x}{\sqrt{d_k}}\Big),
@@ -172,7 +170,7 @@ class TiedQKAttention(_PairInput):
         return sym(u) if self.outputs is None else jax.vmap(sym, in_axes=1)(u)
 
 
-def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+def tied_qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -> Architecture:
     r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3).
 
     $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big)
@@ -193,7 +191,7 @@ def tied_qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> A
 
 
 # ------------------------------------------------------ multi-head attention, Eq. (73)
-def mha_slices(D: int, d_k: int, d_v: int, outputs: int | None = None) -> dict[str, slice]:
+def mha_slices(D: int, d_k: int, d_v: int, *, outputs: int | None = None) -> dict[str, slice]:
     r"""Row ranges of one neuron of :func:`nqf.architectures.multihead_attention`.
 
     ``{"query", "key", "value", "readout"}`` for the packing

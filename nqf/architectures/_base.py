@@ -31,6 +31,8 @@ from .._checks import check_finite
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Input
+from .._checks import invalid
+from .._checks import wrong_kind
 
 
 class Architecture(eqx.Module):
@@ -115,6 +117,7 @@ def custom_architecture(
     structure: Callable,
     sample_input: Callable,
     describe: str,
+    *,
     outputs: int | None = None,
 ) -> Architecture:
     """Wrap a user's ``apply(W, x)``, closed form ``structure(x)`` and ``sample_input(key)``.
@@ -123,11 +126,11 @@ def custom_architecture(
     of :mod:`nqf.structure` (e.g. :func:`nqf.check_theorem1`) then apply to it.
     """
     if not isinstance(name, str) or not isinstance(describe, str):
-        raise ValueError(f"`name` and `describe` must be strings; got {name!r} and {describe!r}.")
+        raise wrong_kind("name", "be a string, and so must `describe`", f"{name!r} and {describe!r}")
     check_size("p", p)  # parameters per neuron
     for arg, fn in (("apply", apply), ("structure", structure), ("sample_input", sample_input)):
         if not callable(fn):
-            raise ValueError(f"`{arg}` must be callable; got {type(fn).__name__}.")
+            raise invalid(arg, 'be callable', f'{type(fn).__name__}')
     _check_outputs(outputs)
     return CustomArchitecture(name, int(p), apply, structure, sample_input, describe,
                               None if outputs is None else int(outputs))
@@ -142,10 +145,8 @@ def check_weights(W, p: int, module: str) -> None:
     """Raise unless ``W`` has shape ``(p, d)`` with ``d >= 1``."""
     shape = tuple(np.shape(W))
     if len(shape) != 2 or shape[0] != p or shape[1] < 1:
-        raise ValueError(
-            f"`W` must have shape (p, d) = ({p}, *) for {module} (p parameters per neuron, "
-            f"one column per neuron); got shape {shape}."
-        )
+        raise invalid("W", f'have shape (p, d) = ({p}, *) for {module} (p parameters per neuron, one column per neuron)',
+                      f'shape {shape}')
 
 
 def check_input(name: str, x, shape: tuple[int, ...], meaning: str) -> None:
@@ -157,8 +158,8 @@ def check_input(name: str, x, shape: tuple[int, ...], meaning: str) -> None:
 def require_function(phi, name: str = "activation") -> Callable:
     """``phi`` must be a function (``jnp.tanh``, ``jax.nn.gelu``, ...); a name as a string is a ``TypeError``."""
     if isinstance(phi, str):
-        raise TypeError(f"`{name}` must be a function such as jnp.tanh or jax.nn.gelu, not a name; got the string "
-                        f"{phi!r} (pass e.g. jnp.{phi} or jax.nn.{phi}).")
+        raise wrong_kind(name, 'be a function such as jnp.tanh or jax.nn.gelu, not a name',
+                         f'the string {phi!r} (pass e.g. jnp.{phi} or jax.nn.{phi})')
     return check_callable(name, phi, "a function such as jnp.tanh or jax.nn.gelu")
 
 
@@ -175,13 +176,11 @@ def check_activation(phi: Callable, name: str = "activation", h: float = 1e-3) -
         lo, mid, hi = (float(fn(jnp.asarray(t, jnp.float32))) for t in (-h, 0.0, h))
         tol = 0.05 * (1.0 + abs(mid))
         if not all(np.isfinite((lo, mid, hi))) or abs(hi - lo) > tol or abs(mid - 0.5 * (hi + lo)) > tol:
-            raise ValueError(
-                f"`{name}` is not smooth at 0: its derivative of order {order} is {lo:.3g} at "
-                f"-{h:g}, {mid:.3g} at 0 and {hi:.3g} at +{h:g}. Theorem 1 needs a C^3 module, "
-                f"so no structure matrix exists (autodiff would silently return a one-sided "
-                f"value). Pass check_smooth=False to build the module anyway and inspect it "
-                f"with nqf.structure_report."
-            )
+            raise invalid(name, "be smooth at 0 (Theorem 1 needs a C^3 module, so no structure matrix exists; autodiff "
+                          "would silently return a one-sided value; pass check_smooth=False to build the module anyway "
+                          "and inspect it with nqf.structure_report)",
+                          f"`{name}` is not smooth at 0: its derivative of order {order} is {lo:.3g} at -{h:g}, "
+                          f"{mid:.3g} at 0 and {hi:.3g} at +{h:g}")
 
 
 def _zero_slope(phi: Callable, x) -> Array:
@@ -216,4 +215,4 @@ def _readout(W_read: ArrayLike, h: Array, outputs: int | None) -> Array:
 
 def _check_outputs(outputs: int | None) -> None:
     if outputs is not None and (not isinstance(outputs, (int, np.integer)) or outputs < 1):
-        raise ValueError(f"`outputs` must be None (scalar output) or a positive int; got {outputs!r}.")
+        raise invalid("outputs", 'be None (scalar output) or a positive int', f'{outputs!r}')

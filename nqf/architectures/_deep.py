@@ -26,6 +26,8 @@ it equals the linearisation of the deep NQF at step 0.
 
 from __future__ import annotations
 
+import abc
+
 from collections.abc import Callable
 import equinox as eqx
 import jax
@@ -44,15 +46,14 @@ from .._checks import check_size
 from ._base import check_weights
 from ._base import feedforward_structure
 from ._modules import two_layer_mlp
+from .._checks import invalid
 
 
 def _check_deep_weights(Ws, ps: tuple[int, ...], name: str) -> None:
     if not isinstance(Ws, (tuple, list)) or len(Ws) != len(ps):
         got = f" of length {len(Ws)}" if isinstance(Ws, (tuple, list)) else ""
-        raise ValueError(
-            f"`Ws` must be a tuple of {len(ps)} weight matrices (one per block) for {name}; got "
-            f"{type(Ws).__name__}{got}."
-        )
+        raise invalid("Ws", f'be a tuple of {len(ps)} weight matrices (one per block) for {name}',
+                      f'{type(Ws).__name__}{got}')
     for l, (W, p) in enumerate(zip(Ws, ps)):
         check_weights(W, p, f"{name}, block {l + 1}")
 
@@ -190,7 +191,7 @@ def deep_mlp(k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation
     """
     hidden = tuple(int(h) for h in hidden)
     if len(hidden) != 3 or min((int(k),) + hidden) < 1:
-        raise ValueError(f"`k` and the three `hidden` sizes must be positive; got k={k}, hidden={hidden}.")
+        raise invalid("hidden", "hold three positive sizes, and `k` must be positive", f"k={k}, hidden={hidden}")
     if check_smooth:
         check_activation(activation)
     return DeepMLP(int(k), hidden, activation)
@@ -213,8 +214,9 @@ class _MeanQuery(Architecture):
     d_k: int = eqx.field(static=True)
 
     @property
+    @abc.abstractmethod
     def _inner(self) -> Architecture:
-        raise NotImplementedError
+        """The module wrapped (each subclass names it)."""
 
     @property
     def p(self) -> int:
@@ -365,7 +367,7 @@ class MeanQueryLogits(_MeanQuery):
 
     @property
     def _inner(self):
-        return single_head_attention_logits(self.D, self.N, self.d_k, jnp.asarray(self.c))
+        return single_head_attention_logits(self.D, self.N, self.d_k, c=jnp.asarray(self.c))
 
 
 class DeepSingleHeadAttention(DeepArchitecture):

@@ -26,20 +26,22 @@ from .._checks import check_size
 from .._checks import check_ndim
 from .._types import ArrayLike
 from ._base import Architecture
+from .._checks import invalid
 
 
 def fourier_features(x: Float[ArrayLike, "*n"] | float, P: int) -> Float[Array, "*n P"]:
     r"""Orthonormal Fourier features $\psi_k(x) = \sqrt2\cos(2\pi kx)$, $k = 1..P$ (Sec. 7). On a uniform
     grid of $M > 2P$ points, $\frac1M\sum_\mu\psi_k(x_\mu)\psi_j(x_\mu) = \delta_{kj}$."""
     check_size("P", P)  # number of Fourier units
-    k = jnp.arange(1, P + 1, dtype=float)
-    return jnp.sqrt(2.0) * jnp.cos(2 * jnp.pi * k * jnp.asarray(x, dtype=float)[..., None])
+    xs = jnp.asarray(x, dtype=float)[..., None]
+    k = jnp.arange(1, P + 1, dtype=float).reshape((1,) * (xs.ndim - 1) + (P,))  # broadcast over x's axes
+    return jnp.sqrt(2.0) * jnp.cos(2 * jnp.pi * k * xs)
 
 
 def fourier_scales(P: int, theta: float) -> Float[Array, " P"]:
     r"""Per-unit scales $s_k = k^{-\theta}$ (Sec. 7)."""
     if not np.isfinite(theta):
-        raise ValueError(f"`theta` must be finite; got {theta!r}.")
+        raise invalid("theta", 'be finite', f'{theta!r}')
     return jnp.arange(1, P + 1, dtype=float) ** (-float(theta))
 
 
@@ -74,7 +76,7 @@ class FourierMLP(Architecture):
     def _check(self, W):
         W = jnp.asarray(W, dtype=float)
         if W.ndim != 2 or W.shape[0] != 2 * self.P:
-            raise ValueError(f"`W` must have shape ({2 * self.P}, d) (rows a_1, W_1, a_2, W_2, ...); got {W.shape}.")
+            raise invalid("W", f'have shape ({2 * self.P}, d) (rows a_1, W_1, a_2, W_2, ...)', f'{W.shape}')
         return W
 
     def apply(self, W: Float[ArrayLike, "p d"], x) -> Float[Array, ""]:
@@ -105,7 +107,7 @@ def fourier_mlp(P: int, theta: float, *, normalise: bool = True) -> FourierMLP:
     """The Fourier MLP of Eq. (50) (Fig. 5) with ``P`` units and scales ``s_k = k^-theta``."""
     check_size("P", P)
     if not np.isfinite(theta):
-        raise ValueError(f"`theta` must be finite; got {theta!r}.")
+        raise invalid("theta", 'be finite', f'{theta!r}')
     return FourierMLP(int(P), float(theta), bool(normalise))
 
 
@@ -121,7 +123,7 @@ def fourier_mlp_batch(params: Float[ArrayLike, "2 P"], xs: Float[ArrayLike, " n"
     s = jnp.asarray(coupling_s)
     if nqf:
         return pre * psi @ (s * a * v)
-    return pre * jnp.tanh(psi * (s * a)) @ v
+    return pre * jnp.tanh(psi * (s * a)[None, :]) @ v
 
 
 def raw_tanh_mlp(params: dict, xs: Float[ArrayLike, " n"]) -> Float[Array, " n"]:

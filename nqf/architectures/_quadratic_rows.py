@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 from .._checks import check_size
-from .._checks import _is_concrete
+from .._checks import is_concrete
 from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Input
@@ -26,6 +26,7 @@ from ._base import _normal
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
+from .._checks import invalid
 
 
 def _check_sizes(**sizes) -> None:
@@ -118,11 +119,11 @@ def _check_index_pair(x, n1: int, n2: int, names: str) -> Array:
     check_shape("x", x, (2,), f"an index pair ({names})")
     arr = jnp.asarray(x)
     if not jnp.issubdtype(arr.dtype, jnp.integer):
-        raise ValueError(f"`x` must hold integer indices ({names}); got dtype {arr.dtype}.")
-    if _is_concrete(x):
+        raise invalid("x", f'hold integer indices ({names})', f'dtype {arr.dtype}')
+    if is_concrete(x):
         i, j = (int(v) for v in np.asarray(x))
         if not (0 <= i < n1 and 0 <= j < n2):
-            raise ValueError(f"`x` = ({i}, {j}) is out of range: ({names}) must lie in [0, {n1}) x [0, {n2}).")
+            raise invalid("x", f"lie in [0, {n1}) x [0, {n2}) ({names})", f"({i}, {j}), out of range")
     return arr
 
 
@@ -266,7 +267,7 @@ class BilinearSequenceRegression(Architecture):
         return _normal(key, (self.D, self.L))
 
 
-def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Architecture:
+def bilinear_sequence_regression(D: int, L: int, *, s: int = 0, t: int = 1) -> Architecture:
     r"""Bilinear sequence regression, $f = x_s^\top B x_t$ with $B = UV^\top$ (Table 3).
 
     Input: a sequence $X\in\mathbb R^{D\times L}$ of $L$ tokens; the output couples
@@ -277,7 +278,7 @@ def bilinear_sequence_regression(D: int, L: int, s: int = 0, t: int = 1) -> Arch
     _check_sizes(D=D, L=L)
     for name, pos in (("s", s), ("t", t)):
         if not isinstance(pos, (int, np.integer)) or not 0 <= pos < L:
-            raise ValueError(f"`{name}` must be a token position in [0, {L}); got {pos!r}.")
+            raise invalid(name, f'be a token position in [0, {L})', f'{pos!r}')
     return BilinearSequenceRegression(int(D), int(L), int(s), int(t))
 
 
@@ -300,7 +301,7 @@ class LinearSSLAugmentation(Architecture):
     def _delta(self, x) -> Array:
         n = self.n
         if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise ValueError(f"`x` must be a pair (x, chi) of two views of shape ({n},); got {type(x).__name__}.")
+            raise invalid("x", f'be a pair (x, chi) of two views of shape ({n},)', f'{type(x).__name__}')
         check_input("x[0] (sample x)", x[0], (n,), "one sample")
         check_input("x[1] (augmentation chi)", x[1], (n,), "its augmented view")
         return jnp.asarray(x[0]) - jnp.asarray(x[1])
@@ -309,9 +310,8 @@ class LinearSSLAugmentation(Architecture):
         n = self.n
         shape = tuple(np.shape(W))
         if len(shape) != 2 or shape[0] != n or shape[1] < 1:
-            raise ValueError(
-                f"`W` must have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron. "
-                f"The paper's encoder W (d x {n}) has neurons as ROWS; pass W.T (to_nqf_weights). Got shape {shape}.")
+            raise invalid("W", f"have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron (the "
+                          f"paper's encoder W (d x {n}) has neurons as ROWS; pass W.T, to_nqf_weights)", f"shape {shape}")
         return jnp.sum((jnp.asarray(W).T @ self._delta(x)) ** 2)
 
     def structure(self, x: Input) -> Float[Array, "p p"]:

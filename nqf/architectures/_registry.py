@@ -32,6 +32,7 @@ from ._quadratic_rows import quadratic_network
 from ._quadratic_rows import rectangular_matrix_sensing
 from ._quadratic_rows import word_context_embedding
 import functools
+from .._checks import invalid
 
 
 
@@ -43,9 +44,9 @@ def to_nqf_weights(W_paper: Float[ArrayLike, "a b"], neurons: str) -> Float[Arra
     $M = W_\\text{nqf}W_\\text{nqf}^\\top = W_\\text{paper}^\\top W_\\text{paper}$.
     """
     if neurons not in ("columns", "rows"):
-        raise ValueError(f"`neurons` must be 'columns' or 'rows'; got {neurons!r}.")
+        raise invalid("neurons", "be 'columns' or 'rows'", f'{neurons!r}')
     if np.ndim(W_paper) != 2:
-        raise ValueError(f"`W_paper` must be a matrix; got shape {np.shape(W_paper)}.")
+        raise invalid("W_paper", 'be a matrix', f'shape {np.shape(W_paper)}')
     W = jnp.asarray(W_paper)
     return W.T if neurons == "rows" else W
 

@@ -42,12 +42,13 @@ from ._base import _zero_slope
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
+from .._checks import invalid
 
 
 def _positive(name: str, value) -> float:
     v = float(value)
     if not v > 0 or v != v or v == float("inf"):
-        raise ValueError(f"`{name}` must be a finite number > 0; got {value!r}.")
+        raise invalid(name, 'be a finite number > 0', f'{value!r}')
     return v
 
 
@@ -161,8 +162,8 @@ class GatedMLP(Architecture):
         return _normal(key, (self.k,))
 
 
-def output_nonlinearity_mlp(k: int, outer: Callable = jax.nn.softplus, activation: Callable = jax.nn.gelu,
-                            *, bias: float = 0.0) -> Architecture:
+def output_nonlinearity_mlp(k: int, *, outer: Callable = jax.nn.softplus, activation: Callable = jax.nn.gelu,
+                            bias: float = 0.0) -> Architecture:
     r"""$f_x(W) = g(\sum_i a_i\,\phi(u_i^\top x + b))$: one nonlinearity $g$ around the sum of neurons.
 
     Neuron ``w = [u; a]``. ZGZ holds when $\phi(b) = 0$ (default $b = 0$, $\phi$ = GELU);
@@ -173,7 +174,7 @@ def output_nonlinearity_mlp(k: int, outer: Callable = jax.nn.softplus, activatio
     return OutputNonlinearityMLP(check_size("k", k), outer, activation, float(bias))
 
 
-def normalised_mlp(k: int, delta: float = 1.0) -> Architecture:
+def normalised_mlp(k: int, *, delta: float = 1.0) -> Architecture:
     r"""$f_x(W) = \sum_i a_i\tanh(h_i/\sqrt{\delta + \sum_j h_j^2})$, $h = U^\top x$: a normalised layer.
 
     Neuron ``w = [u; a]``; $\delta > 0$ keeps the module smooth at 0.
@@ -193,6 +194,6 @@ def gated_mlp(k: int) -> Architecture:
     return GatedMLP(check_size("k", k))
 
 
-def symmetric_examples(k: int = 3) -> list[Architecture]:
+def symmetric_examples(k: int) -> list[Architecture]:
     """The three coupled examples at input size ``k``, in the order of this module's docstring."""
     return [output_nonlinearity_mlp(k), normalised_mlp(k), gated_mlp(k)]

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._checks import check_size
+from .._checks import invalid
 
 
 class DigitsData(NamedTuple):
@@ -42,7 +43,7 @@ def odd_even_targets(digits) -> np.ndarray:
     """$+1$ for odd digits, $-1$ for even ones (float64)."""
     digits = np.asarray(digits)
     if digits.size and (digits.min() < 0 or digits.max() > 9):
-        raise ValueError(f"`digits` must hold labels in 0..9; got range [{digits.min()}, {digits.max()}].")
+        raise invalid("digits", 'hold labels in 0..9', f'range [{digits.min()}, {digits.max()}]')
     return np.where(digits % 2 == 1, 1.0, -1.0)
 
 
@@ -56,13 +57,12 @@ def _split_counts(n_total: int, n_train: int | None, n_test: int | None) -> tupl
     for name, v in (("n_train", n_train), ("n_test", n_test)):
         check_size(name, v)
     if n_train + n_test > n_total:
-        raise ValueError(
-            f"`n_train` + `n_test` = {n_train + n_test} exceeds the {n_total} images available."
-        )
+        raise invalid("n_train", f"+ `n_test` be at most the {n_total} images available",
+                      f"`n_train` + `n_test` = {n_train + n_test}, which exceeds the {n_total} images available")
     return int(n_train), int(n_test)
 
 
-def digits_odd_even(*, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> DigitsData:
+def digits_odd_even(*, n_train: int | None = None, n_test: int | None = None, seed: int) -> DigitsData:
     r"""scikit-learn's bundled 8x8 digits (1797 images), odd vs even, split at random.
 
     The images are shuffled by a ``numpy`` generator seeded with ``seed``; the first

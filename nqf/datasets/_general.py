@@ -23,6 +23,7 @@ from .._checks import check_size
 from ..updates._discrete import weight_outputs
 from ..model._data import NQFData
 from ..structure._autodiff import structure_reports
+from .._checks import invalid
 
 
 class TeacherData(NamedTuple):
@@ -41,7 +42,7 @@ def subspace_inputs(k: int, m: int, *, rank: int | None = None, rng: np.random.G
     check_size("m", m)
     r = int(k) if rank is None else int(rank)
     if not 1 <= r <= int(k):
-        raise ValueError(f"`rank` must lie in [1, k={k}]; got {rank!r}.")
+        raise invalid("rank", f'lie in [1, k={k}]', f'{rank!r}')
     z = rng.normal(size=(int(m), r))
     basis = np.linalg.qr(rng.normal(size=(int(k), r)))[0]
     return z @ basis.T / np.sqrt(r)

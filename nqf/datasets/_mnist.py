@@ -24,6 +24,7 @@ import numpy as np
 from .._checks import check_int
 from ._digits import DigitsData
 from ._digits import odd_even_targets
+from .._checks import invalid
 
 MNIST_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -42,14 +43,14 @@ def _read_bytes(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ValueError(f"cannot read IDX file {path}: {exc.strerror or exc}.") from exc
+        raise invalid("directory", "hold readable IDX files", f"cannot read IDX file {path}: {exc.strerror or exc}") from exc
     if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the file is called
         try:
             return gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
-            raise ValueError(f"IDX file {path} is gzip-compressed but corrupt or truncated: {exc}.") from exc
+            raise invalid("directory", "hold readable IDX files", f"IDX file {path} is gzip-compressed but corrupt or truncated: {exc}") from exc
     if path.suffix == ".gz":
-        raise ValueError(f"IDX file {path} ends in .gz but is not gzip data (first bytes {raw[:4].hex()}).")
+        raise invalid("directory", "hold readable IDX files", f"IDX file {path} ends in .gz but is not gzip data (first bytes {raw[:4].hex()})")
     return raw
 
 
@@ -63,32 +64,27 @@ def read_idx(path: "str | os.PathLike") -> np.ndarray:
     path = Path(path)
     raw = _read_bytes(path)
     if len(raw) < 4:
-        raise ValueError(f"IDX file {path} is truncated: {len(raw)} bytes, shorter than the 4-byte magic number.")
+        raise invalid("directory", "hold readable IDX files", f"IDX file {path} is truncated: {len(raw)} bytes, shorter than the 4-byte magic number")
     if raw[0] != 0 or raw[1] != 0:
-        raise ValueError(
-            f"IDX file {path} has a bad magic number {raw[:4].hex()}: the first two bytes must be zero."
-        )
+        raise invalid("directory", "hold readable IDX files (the first two bytes of the magic number must be zero)",
+                      f"IDX file {path} has a bad magic number {raw[:4].hex()}")
     code, ndim = raw[2], raw[3]
     if code not in _IDX_TYPES:
-        raise ValueError(f"IDX file {path} has an unknown data type code 0x{code:02x}.")
+        raise invalid("directory", "hold readable IDX files", f"IDX file {path} has an unknown data type code 0x{code:02x}")
     if ndim < 1:
-        raise ValueError(f"IDX file {path} declares {ndim} dimensions; at least 1 is required.")
+        raise invalid("directory", "hold readable IDX files (at least 1 dimension)", f"IDX file {path} declares {ndim} dimensions")
     header = 4 + 4 * ndim
     if len(raw) < header:
-        raise ValueError(
-            f"IDX file {path} is truncated: its header declares {ndim} dimensions ({header} bytes) "
-            f"but the file has {len(raw)} bytes."
-        )
+        raise invalid("directory", "hold readable IDX files", f"IDX file {path} is truncated: its header declares {ndim} dimensions "
+                      f"({header} bytes) but the file has {len(raw)} bytes")
     shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dtype = _IDX_TYPES[code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     got = len(raw) - header
     if got != expected:
         kind = "truncated" if got < expected else "longer than declared"
-        raise ValueError(
-            f"IDX file {path} is {kind}: shape {shape} of {dtype.name} needs {expected} data bytes, "
-            f"the file holds {got}."
-        )
+        raise invalid("directory", "hold readable IDX files", f"IDX file {path} is {kind}: shape {shape} of {dtype.name} needs "
+                      f"{expected} data bytes, the file holds {got}")
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -96,10 +92,8 @@ def _find(directory: Path, stem: str) -> Path:
     for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
         if (directory / name).is_file():
             return directory / name
-    raise ValueError(
-        f"MNIST file {stem} (or {stem}.gz) not found in {directory}; the directory must hold the four "
-        f"standard IDX files: {', '.join(MNIST_FILES.values())}."
-    )
+    raise invalid("directory", f"hold the four standard IDX files: {', '.join(MNIST_FILES.values())}",
+                  f"MNIST file {stem} (or {stem}.gz) not found in {directory}")
 
 
 def load_mnist(directory: "str | os.PathLike") -> dict[str, np.ndarray]:
@@ -111,32 +105,28 @@ def load_mnist(directory: "str | os.PathLike") -> dict[str, np.ndarray]:
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise ValueError(f"`directory` must be an existing directory holding the MNIST IDX files; got {directory}.")
+        raise invalid("directory", 'be an existing directory holding the MNIST IDX files', f'{directory}')
     out, paths = {}, {}
     for key, stem in MNIST_FILES.items():
         paths[key] = _find(directory, stem)
         arr = read_idx(paths[key])
         want = 3 if key.endswith("images") else 1
         if arr.ndim != want or arr.dtype != np.uint8:
-            raise ValueError(
-                f"IDX file {paths[key]} must hold a {want}-D uint8 array ({key}); "
-                f"got shape {arr.shape} of {arr.dtype}."
-            )
+            raise invalid("directory", f"hold IDX files of MNIST: {paths[key]} must hold a {want}-D uint8 array ({key})",
+                          f"shape {arr.shape} of {arr.dtype}")
         if key.endswith("labels") and arr.size and arr.max() > 9:
-            raise ValueError(f"IDX file {paths[key]} holds labels up to {arr.max()}; digit labels must be 0..9.")
+            raise invalid("directory", "hold IDX files of MNIST (digit labels 0..9)", f"IDX file {paths[key]} holds labels up to {arr.max()}")
         out[key] = arr
     for split in ("train", "test"):
         ni, nl = len(out[f"{split}_images"]), len(out[f"{split}_labels"])
         if ni != nl:
-            raise ValueError(
-                f"MNIST {split} set: {paths[split + '_images']} has {ni} images but "
-                f"{paths[split + '_labels']} has {nl} labels."
-            )
+            raise invalid("directory", "hold as many labels as images", f"MNIST {split} set: {paths[split + '_images']} has {ni} images but "
+                          f"{paths[split + '_labels']} has {nl} labels")
     return out
 
 
 def mnist_odd_even(
-    directory: "str | os.PathLike", *, n_train: int = 4000, n_test: int = 1000, seed: int = 0
+    directory: "str | os.PathLike", *, n_train: int = 4000, n_test: int = 1000, seed: int
 ) -> DigitsData:
     r"""MNIST odd vs even, as in Fig. 7: ``n_train`` images drawn at random (seed ``seed``)
     from the training file and ``n_test`` from the test file; pixels divided by 255."""

@@ -18,7 +18,7 @@ from .._types import ArrayLike
 
 
 
-def random_orthogonal(n: int, seed: int = 0) -> np.ndarray:
+def random_orthogonal(n: int, *, seed: int) -> np.ndarray:
     """A Haar-random ``n x n`` orthogonal matrix (QR of a Gaussian matrix, signs fixed)."""
     check_size("n", n)
     q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, n)))
@@ -26,7 +26,7 @@ def random_orthogonal(n: int, seed: int = 0) -> np.ndarray:
 
 
 def orthogonal_features_dataset(
-    r: Float[ArrayLike, " p"], C_kk: float = 1.0, seed: int = 0
+    r: Float[ArrayLike, " p"], C_kk: float, *, seed: int
 ) -> tuple[Float[ArrayLike, "p p p"], Float[ArrayLike, " p"]]:
     r"""Diagonal structure matrices with orthogonal features (Theorem 6, Fig. 3 left/middle).
 
@@ -41,7 +41,7 @@ def orthogonal_features_dataset(
     check_finite("r", r)
     check_positive("C_kk", C_kk)
     m = p = r.shape[0]
-    O = random_orthogonal(p, seed)
+    O = random_orthogonal(p, seed=seed)
     c = np.sqrt(C_kk * m / 8.0)
     As = np.stack([np.diag(c * O[:, mu]) for mu in range(m)])
     ys = m / (8.0 * c) * O.T @ r

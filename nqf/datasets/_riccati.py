@@ -21,6 +21,7 @@ from .._checks import check_symmetric
 from .._types import ArrayLike
 from ..model._data import NQFData
 from ._random import random_orthogonal
+from .._checks import invalid
 
 
 
@@ -50,7 +51,7 @@ class IsotropicData(NamedTuple):
         return NQFData(self.As, self.ys)
 
 
-def isotropic_dataset(Y: Float[ArrayLike, "p p"], c: float = 0.25, *, seed: int = 0) -> IsotropicData:
+def isotropic_dataset(Y: Float[ArrayLike, "p p"], c: float, *, seed: int) -> IsotropicData:
     r"""Structure matrices satisfying Assumption 2 exactly, with a prescribed target matrix $Y$.
 
     With $\{B_a\}$ a Frobenius-orthonormal basis of the $p(p+1)/2$ symmetric matrices and $O$ a
@@ -66,7 +67,7 @@ def isotropic_dataset(Y: Float[ArrayLike, "p p"], c: float = 0.25, *, seed: int 
     p = Y.shape[0]
     B = _sym_basis(p)
     m = B.shape[0]
-    O = random_orthogonal(m, seed)
+    O = random_orthogonal(m, seed=seed)
     As = np.sqrt(c * m) * np.einsum("ma,aij->mij", O, B)
     coeffs = np.einsum("aij,ij->a", B, Y)
     ys = m / (4.0 * np.sqrt(c * m)) * O @ coeffs
@@ -90,7 +91,7 @@ class LinearNetworkData(NamedTuple):
 
 
 def linear_network_dataset(
-    s: Float[ArrayLike, " r"], n_in: int, n_out: int, *, seed: int = 0
+    s: Float[ArrayLike, " r"], n_in: int, n_out: int, *, seed: int
 ) -> LinearNetworkData:
     r"""A two-layer linear network $\hat y = UV^\top x$ as an NQF (Cor. 4, Eq. 265).
 
@@ -106,13 +107,13 @@ def linear_network_dataset(
     r = s.shape[0]
     n_in, n_out = check_size("n_in", n_in), check_size("n_out", n_out)
     if not (r <= min(n_in, n_out)):
-        raise ValueError(f"`s` must have len(s) <= min(n_in, n_out); got len(s)={r}, n_in={n_in}, n_out={n_out}.")
+        raise invalid("s", 'have len(s) <= min(n_in, n_out)', f'len(s)={r}, n_in={n_in}, n_out={n_out}')
     if np.any(s < 0):
-        raise ValueError(f"`s` must be >= 0 (singular values); got {s}.")
-    rng_u = random_orthogonal(n_out, seed)[:, :r]
-    rng_v = random_orthogonal(n_in, seed + 1)[:, :r]
+        raise invalid("s", 'be >= 0 (singular values)', f'{s}')
+    rng_u = random_orthogonal(n_out, seed=seed)[:, :r]
+    rng_v = random_orthogonal(n_in, seed=seed + 1)[:, :r]
     Tstar = rng_u @ np.diag(s) @ rng_v.T
-    X = np.sqrt(n_out * n_in) * random_orthogonal(n_in, seed + 2)  # columns are inputs
+    X = np.sqrt(n_out * n_in) * random_orthogonal(n_in, seed=seed + 2)  # columns are inputs
     p = n_out + n_in
     As, ys = [], []
     for mu in range(n_in):

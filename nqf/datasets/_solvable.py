@@ -23,6 +23,7 @@ from ..model._data import require_data
 from ..model._model import check_dataset
 from ._random import orthogonal_features_dataset
 from ._random import random_orthogonal
+from .._checks import invalid
 
 
 
@@ -43,11 +44,11 @@ class SolvableData(NamedTuple):
 # --------------------------------------------------------------------------- datasets
 def _basis(p: int, P, seed) -> np.ndarray:
     if P is None:
-        return np.eye(p) if seed is None else random_orthogonal(p, seed)
+        return np.eye(p) if seed is None else random_orthogonal(p, seed=seed)
     P = np.asarray(P, dtype=float)
     check_shape("P", P, (p, p), "orthogonal eigenbasis")
     if not np.allclose(P.T @ P, np.eye(p), atol=1e-10):
-        raise ValueError(f"`P` must be orthogonal; got max |P^T P - I| = {np.abs(P.T @ P - np.eye(p)).max():.3g}.")
+        raise invalid("P", 'be orthogonal', f'max |P^T P - I| = {np.abs(P.T @ P - np.eye(p)).max():.3g}')
     return P
 
 
@@ -97,12 +98,12 @@ def orthogonal_samples_dataset(
 
 
 def orthogonal_features_data(
-    r: Float[ArrayLike, " p"], C_kk: float = 1.0, *, seed: int = 0, P=None, rotate_seed: int | None = None
+    r: Float[ArrayLike, " p"], C_kk: float, *, seed: int, P=None, rotate_seed: int | None = None
 ) -> SolvableData:
     r"""Orthogonal features (Theorem 6): the Fig. 3 construction of
     :func:`nqf.datasets.orthogonal_features_dataset` ($\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = 0$ for
     $k\ne j$), optionally rotated into a random eigenbasis ``P`` (``rotate_seed``)."""
-    As, ys = orthogonal_features_dataset(r, C_kk, seed)
+    As, ys = orthogonal_features_dataset(r, C_kk, seed=seed)
     lam = np.einsum("mii->mi", np.asarray(As))
     return commuting_dataset(lam, ys, P=P, seed=rotate_seed)
 
@@ -112,7 +113,7 @@ _KINDS = ("commuting", "proportional", "orthogonal_samples", "orthogonal_feature
 
 def breaking_direction(
     kind: str, As: StructureStack, *, P: Float[ArrayLike, "p p"] | None = None,
-    lambdas: Float[ArrayLike, "m p"] | None = None, n_out: int | None = None, seed: int = 0,
+    lambdas: Float[ArrayLike, "m p"] | None = None, n_out: int | None = None, seed: int,
 ) -> np.ndarray:
     r"""A perturbation $E_\mu$ that breaks one assumption on purpose; the data $A_\mu + \eta E_\mu$
     violate it by an amount $\propto\eta$. Each $E_\mu$ is scaled to the mean Frobenius norm of the
@@ -130,7 +131,7 @@ def breaking_direction(
         (keeps the form of Eq. 265, breaks the eigen-condition (268) of Cor. 4; needs ``n_out``).
     """
     if kind not in _KINDS:
-        raise ValueError(f"`kind` must be one of {_KINDS}; got {kind!r}.")
+        raise invalid("kind", f'be one of {_KINDS}', f'{kind!r}')
     m, p = check_dataset(As)
     rng = np.random.default_rng(seed)
     Pm = np.eye(p) if P is None else np.asarray(P, dtype=float)
@@ -144,7 +145,7 @@ def breaking_direction(
         E = np.einsum("ik,mk,jk->mij", Pm, rng.normal(size=(m, p)), Pm)
     elif kind == "orthogonal_samples":
         if lambdas is None:
-            raise ValueError("`lambdas` is required for kind='orthogonal_samples'.")
+            raise invalid("lambdas", "be given for kind='orthogonal_samples'", "None")
         lam = np.asarray(lambdas, dtype=float)
         check_shape("lambdas", lam, (m, p), "eigenvalues of each sample")
         d = np.zeros((m, p))
@@ -154,7 +155,7 @@ def breaking_direction(
         E = np.einsum("ik,mk,jk->mij", Pm, d, Pm)
     else:
         if n_out is None or not 0 < int(n_out) < p:
-            raise ValueError(f"`n_out` must be an integer in (0, p={p}) for kind='feedforward'; got {n_out!r}.")
+            raise invalid("n_out", f"be an integer in (0, p={p}) for kind='feedforward'", f'{n_out!r}')
         n_out = int(n_out)
         G = rng.normal(size=(m, n_out, p - n_out))
         E = np.zeros((m, p, p))

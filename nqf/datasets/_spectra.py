@@ -24,6 +24,8 @@ from .._types import ArrayLike
 from ..architectures._fourier import fourier_features
 from ..architectures._fourier import fourier_mlp
 from ..model._data import NQFData
+from .._checks import invalid
+from .._checks import wrong_kind
 
 
 def _positive_int(name, v):
@@ -34,9 +36,9 @@ def _finite(name, v, *, positive=False):
     try:
         f = float(v)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be a real number; got {v!r}.") from exc
+        raise wrong_kind(name, 'be a real number', f'{v!r}') from exc
     if not np.isfinite(f) or (positive and f <= 0):
-        raise ValueError(f"`{name}` must be finite{' and > 0' if positive else ''}; got {f!r}.")
+        raise invalid(name, f"be finite{(' and > 0' if positive else '')}", f'{f!r}')
     return f
 
 
@@ -72,11 +74,12 @@ def power_law_spectrum(
     z0 = e * k ** (-b)
     if np.any(2 * C * z0 >= r):
         bad = int(np.argmax(2 * C * z0 >= r)) + 1
-        raise ValueError(f"mode k = {bad} starts at or above half its final value (z0 >= r/(2C)); lower `eps` or raise `beta`.")
+        raise invalid("eps", "be small enough that every mode starts below half its final value (z0 < r/(2C)); lower "
+                      "`eps` or raise `beta`", f"mode k = {bad} starts at or above half its final value")
     return FeatureSpectrum(k, r, C, V, z0)
 
 
-def fig3_right_spectrum(K: int = 1000, *, eps: float = 1e-6, beta: float = 1.2) -> FeatureSpectrum:
+def fig3_right_spectrum(K: int, *, eps: float = 1e-6, beta: float = 1.2) -> FeatureSpectrum:
     r"""Fig. 3 (right), App. C: $r_k = k^{-0.8}$, $V_k = k^{-2}$ ($\alpha_1 = 2$, $\alpha_2 = 0.8$),
     $C_{kk} = r_k^2/(8V_k)$, $z_k(0) = 10^{-6}k^{-1.2}$, $K = 1000$ modes. ``K``, ``eps`` and ``beta`` can be
     changed for the erratum-5 measurements (``beta = 0`` is a uniform $z_k(0) = \epsilon$)."""
@@ -103,7 +106,7 @@ def one_hot_dataset(spec: FeatureSpectrum, modes) -> OneHotData:
     gives back exactly $r_k$ and $C_{kk}$ whatever the subset (features orthogonal: Thm 6)."""
     modes = np.asarray(modes, dtype=int)
     if modes.ndim != 1 or modes.size < 1 or np.any(modes < 1) or np.any(modes > spec.k.size) or np.unique(modes).size != modes.size:
-        raise ValueError(f"`modes` must be distinct 1-based indices in 1..{spec.k.size}; got {modes}.")
+        raise invalid("modes", f'be distinct 1-based indices in 1..{spec.k.size}', f'{modes}')
     m = modes.size
     r, C = spec.r[modes - 1], spec.C[modes - 1]
     A = np.sqrt(C * m / 8)
@@ -124,7 +127,7 @@ def nam_emergence_spectrum(alpha: float, K: int, *, eps: float) -> FeatureSpectr
     pk = k ** (-(a + 1))
     pk = pk / pk.sum()
     if e >= 0.5:
-        raise ValueError(f"`eps` must be < 1/2 (final value of every skill is 1); got {e!r}.")
+        raise invalid("eps", 'be < 1/2 (final value of every skill is 1)', f'{e!r}')
     return FeatureSpectrum(k, 8 * pk, 8 * pk, pk, np.full(K, e))
 
 
@@ -151,7 +154,7 @@ def sample_power_law(
     e = _finite("eps", eps, positive=True)
     block = np.asarray(block, dtype=float)
     if block.ndim != 1 or block.size < 1 or np.any(block <= 0) or block.max() != 1.0:
-        raise ValueError(f"`block` must be positive relative eigenvalues with maximum 1; got {block}.")
+        raise invalid("block", 'be positive relative eigenvalues with maximum 1', f'{block}')
     mu = np.arange(1, m + 1, dtype=float)
     ys = mu ** (-g1)
     zeta = _finite("c_zeta", c_zeta, positive=True) * mu ** (-g2)
@@ -159,7 +162,8 @@ def sample_power_law(
     lam = lmax[:, None] * block[None]
     z0 = np.full(lam.shape, e)
     if np.any(np.sum(lam * z0, axis=1) >= ys):
-        raise ValueError("some sample starts at or above its label (sum_j lambda_j z0 >= y_mu); lower `eps`.")
+        raise invalid("eps", "be small enough that every sample starts below its label (sum_j lambda_j z0 < y_mu); "
+                      "lower `eps`", "some sample starts at or above its label")
     return SampleSpectrum(mu, ys, lam, zeta, z0)
 
 
@@ -190,14 +194,14 @@ class FourierData(NamedTuple):
         about $x = 1/2$, so $x_\mu$ and $x_{M-\mu}$ merge into one point of weight 2 (the mean loss is unchanged)."""
         M = self.xs.size
         if M % 2:
-            raise ValueError(f"folding needs an even number of grid points; got {M}.")
+            raise invalid("M", "be even (folding needs an even number of grid points)", f"{M}")
         h = M // 2 + 1
         w = np.full(h, 2.0)
         w[0] = w[-1] = 1.0
         return self.xs[:h], self.ys[:h], w
 
 
-def fourier_dataset(P: int = 64, M: int = 256, *, beta: float = 1.5, theta: float = 1.0, normalise: bool = True) -> FourierData:
+def fourier_dataset(P: int, M: int, *, beta: float = 1.5, theta: float = 1.0, normalise: bool = True) -> FourierData:
     r"""Fig. 5's data: $x_\mu = \mu/M$, $y(x) = \sum_{k\le P}k^{-\beta}\psi_k(x)$. The NQF of the Fourier MLP
     (Eq. 296) is block-diagonal; in the basis $(a_k\pm W_k)/\sqrt2$ its eigenvalues are
     $\pm\frac{c_k}2\psi_k(x_\mu)$ ($c_k = s_k/\sqrt P$, or $s_k$ with ``normalise=False``), and Eq. (32) gives
@@ -206,7 +210,7 @@ def fourier_dataset(P: int = 64, M: int = 256, *, beta: float = 1.5, theta: floa
     ``r`` and ``C`` are computed from the eigenvalues, not from this formula."""
     P, M = _positive_int("P", P), _positive_int("M", M)
     if M <= 2 * P:
-        raise ValueError(f"need M > 2P grid points for orthonormal features; got M = {M}, P = {P}.")
+        raise invalid("M", "be > 2P: need M > 2P grid points for orthonormal features", f"M = {M}, P = {P}")
     b_ = _finite("beta", beta)
     arch = fourier_mlp(P, theta, normalise=normalise)
     xs = np.arange(M) / M

@@ -17,7 +17,7 @@ from ._solvable import orthogonal_samples_dataset
 
 # ------------------------------------------------------------------ Fig. 4 data and Eq. (36)
 def fig4_dataset(
-    ys: Float[ArrayLike, " m"] | None = None, block: Float[ArrayLike, " K"] | None = None
+    *, ys: Float[ArrayLike, " m"] | None = None, block: Float[ArrayLike, " K"] | None = None
 ) -> SolvableData:
     r"""Fig. 4's orthogonal samples (App. C): $m$ diagonal $A(x_\mu)$ with entries ``block``
     (paper: 1, 1.5, 2) on sample $\mu$'s own block of $K$ indices, $p = mK$. The paper gives
@@ -31,7 +31,7 @@ def fig4_dataset(
     return orthogonal_samples_dataset(np.tile(block, (ys.shape[0], 1)), ys)
 
 
-def gaussian_init(p: int, d: int, sigma: float, seed: int = 0) -> np.ndarray:
+def gaussian_init(p: int, d: int, sigma: float, *, seed: int = 0) -> np.ndarray:
     r"""Weights $W_{ij}\sim\mathcal N(0,\sigma^2)$, shape ``(p, d)`` (App. C's "$\epsilon$" is this $\sigma$).
     Then $z_k(0) = (W W^\top)_{kk} \approx d\sigma^2$, so $\ln(1/z_k(0)) \approx 2\ln(1/\sigma) - \ln d$."""
     p, d = check_size("p", p), check_size("d", d)

@@ -39,8 +39,9 @@ from .._checks import check_size
 from ..architectures._attention import multihead_attention
 from ..architectures._attention_rows import single_head_attention_logits
 from ..architectures._base import Architecture
-from ..architectures._modules import _patch_index, cnn, two_layer_mlp
+from ..architectures._modules import patch_index, cnn, two_layer_mlp
 from ..structure._matrix_free import nqf_output
+from .._checks import invalid
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
 
@@ -71,7 +72,7 @@ def _ff_weights(n1: int, n2: int):
         r = s.shape[0]
         root = jnp.sqrt(s)
         W = jnp.zeros((n1 + n2, d), P.dtype)
-        return W.at[:n1, :r].set(Q * root).at[n1:, :r].set(P * root)
+        return W.at[:n1, :r].set(Q * root[None, :]).at[n1:, :r].set(P * root[None, :])
 
     return build
 
@@ -88,7 +89,7 @@ def _mha_parts(D: int, d_k: int, d_v: int, o: int):
         P, sv_, Q = factors  # P (o, r), Q (D, r)
         r = sv_.shape[0]
         if r > d:
-            raise ValueError(f"a rank-{r} MHA teacher needs at least {r} heads; got d = {d}.")
+            raise invalid("d", f"be at least {r} heads for a rank-{r} MHA teacher", f"d = {d}")
         root = jnp.sqrt(sv_)
         V = jnp.zeros((d, d_v, D), P.dtype).at[:r, 0, :].set((Q * root).T)
         R = jnp.zeros((d, d_v, o), P.dtype).at[:r, 0, :].set((P * root).T)
@@ -145,7 +146,7 @@ def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Mod
     mha_map, mha_build = _mha_parts(20, 8, 20, o)
     ff = _ff_map(20)
     cnn_arch = cnn(5, 7, 4, 5, outputs=o)
-    patches = _patch_index(5, 7, 4, 5)
+    patches = patch_index(5, 7, 4, 5)
     feats = {"mlp": _identity_feature, "cnn": partial(_patch_sum_feature, patches), "mha": _token_mean_feature,
              "qk": partial(_qk_feature, c)}
     lin = lambda key, L: partial(_linear_feature_output, L, feats[key])  # noqa: E731
@@ -188,7 +189,7 @@ def low_rank_teacher(
     """
     s_arr = np.asarray(s, dtype=float)
     if s_arr.ndim != 1 or s_arr.size < 1 or np.any(s_arr <= 0):
-        raise ValueError(f"`s` must be a non-empty sequence of positive singular values; got {s!r}.")
+        raise invalid("s", 'be a non-empty sequence of positive singular values', f'{s!r}')
     check_size("m", m)
     kx, kp, kq = jax.random.split(key, 3)
     keys = jax.random.split(kx, m)

@@ -150,24 +150,26 @@ def _read(path: Path, key: str, avals: Sequence[tuple]) -> jax.export.Exported |
         blob = path.read_bytes()
     except OSError:
         return None
+    def ignore(why):
+        _LOG.info("nqf export cache: ignoring %s (%s)", path, why)
+
     try:
         if not blob.startswith(FORMAT):
-            raise ValueError("not an nqf export")
+            return ignore("not an nqf export")
         header, payload = blob[len(FORMAT):].split(b"\n", 1)
         meta = json.loads(header)
         if meta["key"] != key:
-            raise ValueError("written for another key")
+            return ignore("written for another key")
         if meta["sha256"] != hashlib.sha256(payload).hexdigest():
-            raise ValueError("payload checksum differs")
+            return ignore("payload checksum differs")
         exp = jax.export.deserialize(bytearray(payload))
         got = [(tuple(a.shape), str(a.dtype)) for a in exp.in_avals]
         if got != [(s, d) for s, d, _ in avals] or exp.nr_devices != 1 \
                 or jax.default_backend() not in exp.platforms:
-            raise ValueError("input types, devices or platform differ")
+            return ignore("input types, devices or platform differ")
         return exp
     except Exception as err:  # noqa: BLE001 - any damage means: do not use it
-        _LOG.info("nqf export cache: ignoring %s (%s)", path, err)
-        return None
+        return ignore(err)
 
 
 def _write(path: Path, key: str, payload: bytes) -> None:

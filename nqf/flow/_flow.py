@@ -80,6 +80,8 @@ from ..model._model import check_order_parameter
 from . import _export
 from ._sharding import check_mesh
 from ._sharding import sharded_vmap
+from .._checks import invalid, wrong_kind
+from .._checks import failed
 
 SOLVERS = {"dopri8": diffrax.Dopri8, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
 AUTO_DOPRI8_BELOW = 0.0  # solver="auto" never takes Dopri8: at equal error it costs what Tsit5 costs (module doc)
@@ -131,9 +133,9 @@ def integrate(
     ts = jnp.asarray(ts)
     if time == "log":
         if t0 is not None or t1 is not None:
-            raise ValueError("`t0`/`t1` need `time='linear'`.")
+            raise invalid("time", "be 'linear' with `t0`/`t1`", f"{time!r}")
         if dense:
-            raise ValueError("`dense=True` needs `time='linear'` (the dense solution would be in log time).")
+            raise invalid("time", "be 'linear' with `dense=True` (the dense solution would be in log time)", f"{time!r}")
         t0, ts_scale = ts[0], ts[1] - ts[0]
         term = diffrax.ODETerm(functools.partial(_log_time_field, vector_field))
         args = (args, t0, ts_scale)
@@ -145,9 +147,9 @@ def integrate(
         s0 = ts[0] if t0 is None else t0
         s1 = ts[-1] if t1 is None else t1
     else:
-        raise ValueError(f"`time` must be 'linear' or 'log'; got {time!r}.")
+        raise invalid("time", "be 'linear' or 'log'", f'{time!r}')
     if solver not in SOLVERS:
-        raise ValueError(f"`solver` must be one of {sorted(SOLVERS)} here (resolve 'auto' first); got {solver!r}.")
+        raise invalid("solver", f"be one of {sorted(SOLVERS)} here (resolve 'auto' first)", f'{solver!r}')
     extra = ({} if norm is None else {"norm": norm}) | ({} if dtmax is None else {"dtmax": dtmax})
     controller = diffrax.PIDController(rtol=rtol, atol=atol, **extra)
     with _checks_without_host_callbacks():
@@ -203,11 +205,9 @@ def raise_if_failed(sol: ODESolution, what: str) -> ODESolution:
     ok = np.asarray(sol.successful)
     if not ok.all():
         steps = np.asarray(sol.num_steps)[~ok] if np.ndim(ok) else np.asarray(sol.num_steps)
-        raise RuntimeError(
-            f"{what}: the ODE solver failed in {int(np.size(ok) - ok.sum())} of {np.size(ok)} solve(s) "
-            f"(steps taken: {np.ravel(steps)[:5].tolist()}); raise `max_steps`, loosen `rtol`/`atol`, "
-            "or check the data for blow-up."
-        )
+        raise failed(what, f"the ODE solver failed in {int(np.size(ok) - ok.sum())} of {np.size(ok)} solve(s) "
+                     f"(steps taken: {np.ravel(steps)[:5].tolist()}); raise `max_steps`, loosen `rtol`/`atol`, "
+                     "or check the data for blow-up.")
     return sol
 
 
@@ -216,7 +216,7 @@ def _check_ts(ts) -> np.ndarray:
     check_ndim("ts", ts_np, 1, "save times")
     check_finite("ts", ts_np)
     if ts_np.shape[0] < 2 or not np.all(np.diff(ts_np) > 0):
-        raise ValueError(f"`ts` must be strictly increasing with >= 2 entries; got {ts_np[:5]}...")
+        raise invalid("ts", 'be strictly increasing with >= 2 entries', f'{ts_np[:5]}..')
     return ts_np
 
 
@@ -225,7 +225,7 @@ def choose_solver(solver: str, rtol: float) -> str:
     ``AUTO_DOPRI8_BELOW``, 0: see the module docstring); an explicit name is returned as it is (after
     checking it)."""
     if not isinstance(solver, str) or (solver != "auto" and solver not in SOLVERS):
-        raise ValueError(f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {solver!r}.")
+        raise invalid("solver", f"be 'auto' or one of {sorted(SOLVERS)}", f'{solver!r}')
     if solver != "auto":
         return solver
     return "dopri8" if float(rtol) < AUTO_DOPRI8_BELOW else "tsit5"
@@ -237,13 +237,13 @@ def _check_options(rtol, atol, solver, time, ts_np, max_steps, progress) -> tupl
     check_positive("atol", atol, strict=False)
     solver = choose_solver(solver, rtol)
     if time not in TIMES:
-        raise ValueError(f"`time` must be one of {TIMES}; got {time!r}.")
+        raise invalid("time", f'be one of {TIMES}', f'{time!r}')
     if time == "auto":
         span = (ts_np[-1] - ts_np[0]) / (ts_np[1] - ts_np[0])
         time = "log" if span > 1e3 else "linear"
     max_steps = check_size("max_steps", max_steps)
     if not isinstance(progress, (bool, np.bool_)):
-        raise TypeError(f"`progress` must be True or False; got {progress!r}.")
+        raise wrong_kind("progress", 'be True or False', f'{progress!r}')
     return solver, time, int(max_steps), bool(progress)
 
 
@@ -283,7 +283,7 @@ def solve_ode(
     return raise_if_failed(sol, "solve_ode")
 
 
-def log_times(t_max: float, n: int = 200, t_min: float | None = None) -> np.ndarray:
+def log_times(t_max: float, n: int, *, t_min: float | None = None) -> np.ndarray:
     """Save times ``[0, t_min, ..., t_max]`` log-spaced over the decades between
     ``t_min`` (default ``t_max * 1e-6``) and ``t_max``; plateaus of length
     $\\ln(1/\\epsilon)$ need many decades of resolution."""
@@ -292,7 +292,7 @@ def log_times(t_max: float, n: int = 200, t_min: float | None = None) -> np.ndar
     t_min = t_max * 1e-6 if t_min is None else t_min
     check_positive("t_min", t_min)
     if t_min >= t_max:
-        raise ValueError(f"`t_min` must be < `t_max`; got t_min={t_min!r}, t_max={t_max!r}.")
+        raise invalid("t_min", 'be < `t_max`', f't_min={t_min!r}, t_max={t_max!r}')
     return np.concatenate([[0.0], np.geomspace(t_min, t_max, n - 1)])
 
 
@@ -313,7 +313,7 @@ def _packed_stack(As: Float[Array, "m p p"]) -> Float[Array, "m k"]:
     """$U$, the rows $u(A_\\mu)$ (traceable)."""
     m, p = As.shape[0], As.shape[-1]
     idx, w, _ = _packing(p)
-    return As.reshape(m, p * p)[:, idx] * w
+    return As.reshape(m, p * p)[:, idx] * w[None, :]
 
 
 def _side(k: int) -> int:
@@ -325,14 +325,15 @@ def pack(M: Float[Array, "*b p p"]) -> Float[Array, "*b k"]:
     r"""$u(M)$: the upper triangle of symmetric matrices, off-diagonal entries times $\sqrt2$ (traceable)."""
     p = M.shape[-1]
     idx, w, _ = _packing(p)
-    return M.reshape(*M.shape[:-2], p * p)[..., idx] * w
+    u = M.reshape(*M.shape[:-2], p * p)[..., idx]
+    return u * w[(None,) * (u.ndim - 1)]
 
 
 def unpack(u: Float[Array, "*b k"]) -> Float[Array, "*b p p"]:
     """The symmetric matrices of :func:`pack`'s $u$ (traceable)."""
     p = _side(u.shape[-1])
     _, w, pos = _packing(p)
-    return (u / w)[..., pos].reshape(*u.shape[:-1], p, p)
+    return (u / w[(None,) * (u.ndim - 1)])[..., pos].reshape(*u.shape[:-1], p, p)
 
 
 def _field_from_uH(uH, u):
@@ -390,21 +391,17 @@ def _use_statistics(statistics: bool | None, m: int, p: int, lanes: int = 1) -> 
         k = p * (p + 1) // 2
         return m * k * k / _GEMM_SPEEDUP + lanes * _EVALS * k * k < lanes * _EVALS * 2 * m * k
     if not isinstance(statistics, (bool, np.bool_)):
-        raise TypeError(f"`statistics` must be True, False or None (automatic: a cost model); got {statistics!r}.")
+        raise wrong_kind("statistics", 'be True, False or None (automatic: a cost model)', f'{statistics!r}')
     return bool(statistics)
 
 
 def _check_data(data, what: str = "gradient_flow") -> tuple[int, int]:
     if not isinstance(data, NQFData):
-        raise TypeError(
-            f"`data` of {what} must be an nqf.NQFData (e.g. nqf.NQFData(As, ys)), or one per initial condition "
-            f"for a batch of them; got {type(data).__name__}. The signature is {what}(M0, data, ts, ...)."
-        )
+        raise wrong_kind("data", f"be an nqf.NQFData (e.g. nqf.NQFData(As, ys)), or one per initial condition for a "
+                         f"batch of them (the signature is {what}(M0, data, ts, ...))", type(data).__name__)
     if not data.zgz:
-        raise ValueError(
-            f"{what} is the flow on M alone (Eqs. 27-28), which needs ZGZ data (no `gs`, no `Bs`); "
-            "use the discrete update nqf.nqf_sgd on (M, mu) for the general form."
-        )
+        raise invalid("data", f"be ZGZ data (no `gs`, no `Bs`): {what} is the flow on M alone (Eqs. 27-28); use the "
+                      "discrete update nqf.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
     return data.m, data.p
 
 
@@ -417,11 +414,11 @@ def _lanes_data(data, n: int) -> tuple[NQFData, bool, int, int]:
         _check_data(data)  # raises the TypeError
     data = list(data)
     if len(data) != n:
-        raise ValueError(f"`data` must be one NQFData or one per initial condition ({n}); got {len(data)}.")
+        raise invalid("data", f'be one NQFData or one per initial condition ({n})', f'{len(data)}')
     shapes = {(_check_data(d), (d.As.shape, getattr(d, "num_outputs", 1))) for d in data}
     if len(shapes) != 1:
-        raise ValueError("the datasets in `data` must share their shapes (and numbers of outputs); got "
-                         f"{sorted(s[1] for s in shapes)}.")
+        raise invalid("data", "hold datasets that share their shapes (and numbers of outputs)",
+                      f"{sorted(s[1] for s in shapes)}")
     (m, p), _ = shapes.pop()
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *data), False, m, p
 
@@ -433,11 +430,11 @@ def _check_M0(M0, p: int):
         check_order_parameter(M0, p, name="M0")
     elif len(shape) == 3:
         if shape[1:] != (p, p) or shape[0] < 1:
-            raise ValueError(f"`M0` must have shape ({p}, {p}) or (n, {p}, {p}) to match the data; got shape {shape}.")
+            raise invalid("M0", f'have shape ({p}, {p}) or (n, {p}, {p}) to match the data', f'shape {shape}')
         check_finite("M0", M0)
         check_psd("M0", M0)
     else:
-        raise ValueError(f"`M0` must have shape (p, p) or (n, p, p) (a batch of initial conditions); got shape {shape}.")
+        raise invalid("M0", 'have shape (p, p) or (n, p, p) (a batch of initial conditions)', f'shape {shape}')
     return M0
 
 
@@ -512,7 +509,7 @@ def gradient_flow(
         m, p = _check_data(data)
         shared = True
         if mesh is not None:
-            raise ValueError("`mesh` splits a batch of initial conditions: pass `M0` of shape (n, p, p).")
+            raise invalid("M0", "have shape (n, p, p) with `mesh` (it splits a batch of initial conditions)", f"shape {np.shape(M0)}")
     M0 = _check_M0(M0, p)
     ts_np = _check_ts(ts)
     solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
@@ -534,7 +531,7 @@ def gradient_flow_batch(M0s, data, ts, **options) -> ODESolution:
     """Deprecated spelling of :func:`gradient_flow` with ``M0`` of shape ``(n, p, p)`` (kept, unexported,
     for callers not yet moved); same arguments and result."""
     if np.ndim(M0s) != 3:
-        raise ValueError(f"`M0s` must have shape (n, p, p); got shape {np.shape(M0s)}.")
+        raise invalid("M0s", 'have shape (n, p, p)', f'shape {np.shape(M0s)}')
     return gradient_flow(M0s, data, ts, **options)
 
 
@@ -543,6 +540,6 @@ def trajectory_error(M: Float[ArrayLike, "T p p"], M_ref: Float[ArrayLike, "T p 
     closed form drifts from the numerical flow, relative to the trajectory's size."""
     M, M_ref = np.asarray(M), np.asarray(M_ref)
     if M.shape != M_ref.shape:
-        raise ValueError(f"`M` and `M_ref` must have the same shape; got {M.shape} and {M_ref.shape}.")
+        raise invalid("M_ref", "have the shape of `M`", f"{M.shape} and {M_ref.shape}")
     axes = tuple(range(1, M.ndim))
     return float(np.max(np.sqrt(np.sum((M - M_ref) ** 2, axis=axes))) / np.max(np.sqrt(np.sum(M_ref**2, axis=axes))))

@@ -21,22 +21,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
+from .._checks import invalid, wrong_kind
 
 
-def batch_mesh(devices: Sequence[Any] | None = None, axis_name: str = "batch") -> Mesh:
+def batch_mesh(*, devices: Sequence[Any] | None = None, axis_name: str = "batch") -> Mesh:
     """A one-axis mesh over ``devices`` (default: every local device, ``jax.local_devices()``)."""
     devices = list(jax.local_devices() if devices is None else devices)
     if not devices:
-        raise ValueError("`devices` must hold at least one device; got an empty sequence.")
+        raise invalid("devices", 'hold at least one device', 'an empty sequence')
     return Mesh(np.asarray(devices), (axis_name,))
 
 
 def check_mesh(mesh: Any) -> None:
     """Raise a clear TypeError unless ``mesh`` is a ``jax.sharding.Mesh`` (or ``None``)."""
     if mesh is not None and not isinstance(mesh, Mesh):
-        raise TypeError(
-            f"`mesh` must be a jax.sharding.Mesh (e.g. nqf.flow.batch_mesh()) or None; got {type(mesh).__name__}."
-        )
+        raise wrong_kind("mesh", 'be a jax.sharding.Mesh (e.g. nqf.flow.batch_mesh()) or None',
+                         f'{type(mesh).__name__}')
 
 
 def sharded_vmap(
@@ -72,7 +72,7 @@ def sharded_vmap(
     def run(*args):
         sizes = {jax.tree_util.tree_leaves(a)[0].shape[0] for a, ax in zip(args, in_axes) if ax == 0}
         if len(sizes) != 1:
-            raise ValueError(f"the batched arguments must share their leading size; got sizes {sorted(sizes)}.")
+            raise invalid("args", "share their leading (batch) size", f"sizes {sorted(sizes)}")
         (n,) = sizes
         pad = (-n) % n_dev
 

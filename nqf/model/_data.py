@@ -24,9 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import _is_concrete, check_finite, check_shape, check_square_stack, check_symmetric
+from .._checks import is_concrete, check_finite, check_shape, check_square_stack, check_symmetric
 from .._checks import check_index_traced
 from .._checks import as_real_array
+from .._checks import invalid
+from .._checks import wrong_kind
 
 _SYMMETRY_RTOL = 1e-10  # check_symmetric's default: max |A - A^T| <= 1e-10 max |A|
 _BLOCK_BYTES = 1 << 21  # one block of the fused pass (measured: 2 MB blocks are the fastest here)
@@ -75,7 +77,7 @@ def _real_array(name: str, x, square: bool = False):
         src = x
     else:
         arr = as_real_array(name, x)
-        if not _is_concrete(arr):
+        if not is_concrete(arr):
             return arr, None
         out, src = None, np.asarray(arr)
         if src.size == 0:
@@ -136,7 +138,7 @@ class NQFData(eqx.Module):
         As, ext_As = _real_array("As", As, square=True)
         m, p = check_square_stack("As", As)
         if m < 1 or p < 1:
-            raise ValueError(f"`As` must hold at least one (p, p) matrix with p >= 1; got shape {As.shape}.")
+            raise invalid("As", 'hold at least one (p, p) matrix with p >= 1', f'shape {As.shape}')
         ys, ext_ys = _real_array("ys", ys)
         check_shape("ys", ys, (m,), "one target per structure matrix in `As`")
         ext_gs = ext_Bs = None
@@ -164,14 +166,14 @@ class NQFData(eqx.Module):
         """Multi-output data ``(m, o, p, p)`` as ``m o`` rows scaled by ``sqrt(o)`` (class docstring)."""
         m, o, p, q = np.shape(As)
         if p != q:
-            raise ValueError(f"`As` of vector outputs must have shape (m, o, p, p); got shape {np.shape(As)}.")
+            raise invalid("As", "have shape (m, o, p, p) for vector outputs", f"shape {np.shape(As)}")
         if gs is not None or Bs is not None:
-            raise ValueError("vector-output `As` (m, o, p, p) support ZGZ data only (no `gs`, no `Bs`).")
+            raise invalid("As", "be ZGZ data (no `gs`, no `Bs`) with vector outputs (m, o, p, p)", "`gs` or `Bs`")
         if np.shape(ys) != (m, o):
-            raise ValueError(f"`ys` must have shape (m, o) = ({m}, {o}), one target per output of each sample "
-                             f"(`As` has shape {np.shape(As)}); got shape {np.shape(ys)}.")
+            raise invalid("ys", f'have shape (m, o) = ({m}, {o}), one target per output of each sample (`As` has shape {np.shape(As)})',
+                          f'shape {np.shape(ys)}')
         if np.ndim(f0) and np.shape(f0) != (m, o):
-            raise ValueError(f"`f0` must be a scalar or have shape (m, o) = ({m}, {o}); got shape {np.shape(f0)}.")
+            raise invalid("f0", f'be a scalar or have shape (m, o) = ({m}, {o})', f'shape {np.shape(f0)}')
         self.num_outputs = int(o)
         r = float(np.sqrt(o))
         f0 = jnp.broadcast_to(jnp.asarray(f0), (m, o))
@@ -214,15 +216,13 @@ class NQFData(eqx.Module):
         return new
 
 
-def require_data(data, name: str = "data") -> NQFData:
+def require_data(data, *, name: str = "data") -> NQFData:
     """Return ``data`` if it is an :class:`NQFData`; otherwise raise a ``TypeError`` naming ``name``.
 
     Functions of :mod:`nqf` take the data of an NQF as one validated pytree; build it with
     ``nqf.NQFData(As, ys, gs=..., Bs=..., f0=...)``.
     """
     if not isinstance(data, NQFData):
-        raise TypeError(
-            f"`{name}` must be an nqf.NQFData (build it with nqf.NQFData(As, ys, gs=..., Bs=..., f0=...)); "
-            f"got {type(data).__name__}."
-        )
+        raise wrong_kind(name, 'be an nqf.NQFData (build it with nqf.NQFData(As, ys, gs=..., Bs=..., f0=...))',
+                         f'{type(data).__name__}')
     return data

@@ -36,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._types import ArrayLike
+from .._checks import invalid
+from .._checks import wrong_kind
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 
@@ -43,22 +45,25 @@ Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 def layer_statistics(Ws: Sequence[ArrayLike]) -> Stats:
     r"""Def. 2's order parameters of each layer, $(M^{(l)}, \mu^{(l)}) = (W^{(l)}W^{(l)\top}, W^{(l)}\mathbf 1)$."""
     if not isinstance(Ws, (tuple, list)) or not Ws:
-        raise ValueError(f"`Ws` must be a non-empty tuple of (p_l, d_l) weight matrices; got {type(Ws).__name__}.")
+        raise invalid("Ws", 'be a non-empty tuple of (p_l, d_l) weight matrices', f'{type(Ws).__name__}')
     out = []
     for l, W in enumerate(Ws):
         if np.ndim(W) != 2:
-            raise ValueError(f"`Ws[{l}]` must have shape (p, d) (one column per neuron); got shape {np.shape(W)}.")
+            raise invalid(f"Ws[{l}]", "have shape (p, d) (one column per neuron)", f"shape {np.shape(W)}")
         W = jnp.asarray(W)
         out.append((W @ W.T, W.sum(axis=1)))
     return tuple(out)
 
 
-def _check_forms(forms, stats) -> None:
+def check_forms(forms, stats) -> None:
     if not isinstance(forms, tuple) or not all(callable(f) for f in forms):
-        raise ValueError("`forms` must be a tuple of callables form(M, mu, h_prev) (one per layer).")
+        raise wrong_kind("forms", "be a tuple of callables form(M, mu, h_prev) (one per layer)", type(forms).__name__)
     if len(forms) != len(stats):
-        raise ValueError(f"`forms` has {len(forms)} layers but the order parameters have {len(stats)}.")
+        raise invalid("forms", f"have one entry per layer of the order parameters ({len(stats)})", f"{len(forms)} layers")
 
+
+
+_check_forms = check_forms  # the old private name, still imported by nqf/training/_deep.py
 
 def deep_nqf_output(stats: Stats, forms: tuple[Callable, ...], x) -> Array:
     r"""$f(x) = h^{(L)}(x)$ of the deep NQF (Def. 2, Eq. 219) from the per-layer order parameters."""
@@ -83,7 +88,7 @@ def scale_forms(forms: tuple[Callable, ...], scales: Sequence[float]) -> tuple[C
     r"""Forms multiplied by ``scales[l]``: $\tilde A^{(l)} = (d'_l/d_l)A^{(l)}$ of Thm 15 for purely
     quadratic layers ($C = 0$, $g = 0$, $B = 0$, the ZGZ case of both Fig. 8 modules)."""
     if len(scales) != len(forms):
-        raise ValueError(f"`scales` must hold one factor per layer ({len(forms)}); got {len(scales)}.")
+        raise invalid("scales", f'hold one factor per layer ({len(forms)})', f'{len(scales)}')
     return tuple(partial(_scaled, form, float(c)) for form, c in zip(forms, scales))
 
 
@@ -99,5 +104,6 @@ def compress_statistics(stats: Stats, widths: Sequence[int], new_widths: Sequenc
     original model's at every step (Thm 15); weights of width $d'_l = p_l + 1$ with these statistics
     exist because $d_l M - \mu\mu^\top \succeq 0$."""
     if not (len(stats) == len(widths) == len(new_widths)):
-        raise ValueError("`stats`, `widths` and `new_widths` must have one entry per layer.")
+        raise invalid("new_widths", "have one entry per layer, as `stats` and `widths` do",
+                      f"{len(stats)}, {len(widths)} and {len(new_widths)} entries")
     return tuple((d / dn * jnp.asarray(M), jnp.asarray(mu)) for (M, mu), d, dn in zip(stats, widths, new_widths))

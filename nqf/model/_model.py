@@ -25,6 +25,7 @@ from .._types import ArrayLike
 from .._types import Matrix
 from ._data import NQFData
 from ._data import require_data
+from .._checks import invalid
 
 
 
@@ -45,11 +46,9 @@ def check_order_parameter(M, p: int | None = None, *, psd: bool = True, name: st
     ``name`` is the caller's name of the argument (``"M0"`` for an initial condition)."""
     shape = jnp.shape(M)
     if len(shape) != 2 or shape[0] != shape[1]:
-        raise ValueError(f"`{name}` must be a square (p, p) matrix; got shape {shape}.")
+        raise invalid(name, 'be a square (p, p) matrix', f'shape {shape}')
     if p is not None and shape[0] != p:
-        raise ValueError(
-            f"`{name}` must have shape ({p}, {p}) to match the structure matrices; got shape {shape}."
-        )
+        raise invalid(name, f'have shape ({p}, {p}) to match the structure matrices', f'shape {shape}')
     check_finite(name, M)
     if psd:
         check_psd(name, M)
@@ -74,7 +73,7 @@ def outputs(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = Non
     out = jnp.einsum("ij,mji->m", M, data.As) + data.f0
     if not data.zgz:
         if mu is None:
-            raise ValueError("`mu` is required when the data carry `gs` or `Bs` (Eq. 20).")
+            raise invalid("mu", "be given when the data carry `gs` or `Bs` (Eq. 20)", "None")
         if data.gs is not None:
             out = out + data.gs @ mu
         if data.Bs is not None:
@@ -106,10 +105,8 @@ def mse_loss(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = No
 
 def _require_zgz(data: NQFData, what: str) -> None:
     if not data.zgz:
-        raise ValueError(
-            f"`{what}` is the flow on M alone (Eqs. 27-28), which needs ZGZ data (no `gs`, no `Bs`); "
-            "use the discrete update nqf.nqf_sgd on (M, mu) for the general form."
-        )
+        raise invalid("data", f"be ZGZ data (no `gs`, no `Bs`): `{what}` is the flow on M alone (Eqs. 27-28); use the "
+                      "discrete update nqf.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
 
 
 def h_matrix(M: Matrix, data: NQFData) -> Matrix:

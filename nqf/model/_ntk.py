@@ -33,6 +33,7 @@ from .._types import Matrix
 from ._data import NQFData
 from ._data import require_data
 from ._model import check_order_parameter
+from .._checks import invalid
 
 
 
@@ -104,7 +105,8 @@ def ntk_learning_rate(
     check_size("digits", digits)
     lam_max = float(jnp.linalg.eigvalsh(ntk(M, mu, data, d=d))[-1])
     if not lam_max > 0:
-        raise ValueError(f"the NTK at (M, mu) has no positive eigenvalue (largest {lam_max:.3g}); no learning rate.")
+        raise invalid("M", "give an NTK with a positive eigenvalue (else there is no learning rate)",
+                      f"the NTK at (M, mu) has no positive eigenvalue (largest {lam_max:.3g})")
     return float(f"{fraction * data.m / lam_max:.{int(digits)}g}")
 
 
@@ -119,7 +121,7 @@ def empirical_ntk(fn: Callable[[Any], Float[Array, " m"]], W: Float[ArrayLike, "
     W = jnp.asarray(W)
     J = jax.jacrev(fn)(W)
     if J.ndim < 1 + W.ndim or J.shape[J.ndim - W.ndim:] != W.shape:
-        raise ValueError(f"`fn` must map W to a vector of outputs; its Jacobian has shape {J.shape}.")
+        raise invalid("fn", "map W to a vector of outputs", f"a Jacobian of shape {J.shape}")
     J = J.reshape(-1, W.size)
     return J @ J.T
 
@@ -129,9 +131,9 @@ def ntk_change(Theta0: Float[ArrayLike, "m m"], Theta: Float[ArrayLike, "*T m m"
     check_ndim("Theta0", Theta0, 2, "a Gram matrix")
     m = np.shape(Theta0)[0]
     if np.shape(Theta)[-2:] != (m, m):
-        raise ValueError(f"`Theta` must end in shape ({m}, {m}) like `Theta0`; got {np.shape(Theta)}.")
+        raise invalid("Theta", f'end in shape ({m}, {m}) like `Theta0`', f'{np.shape(Theta)}')
     T0 = jnp.asarray(Theta0)
-    diff = jnp.asarray(Theta) - T0
+    diff = jnp.asarray(Theta) - T0[(None,) * (np.ndim(Theta) - 2)]
     return jnp.sqrt(jnp.sum(diff**2, axis=(-2, -1))) / jnp.sqrt(jnp.sum(T0**2))
 
 
@@ -148,8 +150,8 @@ def width_scaled(
     """
     data = require_data(data)
     if data.gs is None or data.Bs is None:
-        raise ValueError("`data` must carry both `gs` and `Bs` to be width-scaled (App. B.6); got "
-                         f"gs={'None' if data.gs is None else 'array'}, Bs={'None' if data.Bs is None else 'array'}.")
+        raise invalid("data", 'carry both `gs` and `Bs` to be width-scaled (App. B.6)',
+                      f"gs={('None' if data.gs is None else 'array')}, Bs={('None' if data.Bs is None else 'array')}")
     d = float(_check_width(d))
     for name, a in (("alpha_A", alpha_A), ("alpha_B", alpha_B), ("alpha_g", alpha_g)):
         check_positive(name, a, strict=False)

@@ -19,6 +19,7 @@ from .._checks import check_ndim
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
+from .._checks import invalid
 
 
 _PANELS = 8
@@ -96,7 +97,7 @@ def _setup(a, b, c):
     def integral(v, fn=r_of_w):  # int_0^min(v, W) fn(w) dw, composite Gauss-Legendre
         top = jnp.minimum(v, W)
         h = top / _PANELS
-        left = jnp.arange(_PANELS) * h
+        left = jnp.arange(_PANELS, dtype=float) * h
         w = (left[:, None] + 0.5 * h * (_GL_X[None, :] + 1.0)).ravel()
         wt = jnp.tile(_GL_W, _PANELS) * 0.5 * h
         return jnp.sum(wt * jax.vmap(fn)(w))
@@ -144,14 +145,14 @@ _fixed_point_batch = jax.jit(jax.vmap(_fixed_point))
 def _check_terms(a, b, c):
     a, b = jnp.asarray(a, dtype=float), jnp.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim < 1:
-        raise ValueError(f"`a` and `b` must have the same shape (..., n); got {a.shape} and {b.shape}.")
+        raise invalid("b", "have the shape (..., n) of `a`", f"{a.shape} and {b.shape}")
     c = jnp.asarray(c, dtype=float)
     check_shape("c", c, a.shape[:-1], "one constant per problem (leading axes of `a`)")
     for name, v in (("a", a), ("b", b), ("c", c)):
         check_finite(name, v)
     if bool(jnp.any(a * b < 0)):
-        raise ValueError("the implicit solutions need a_j * b_j >= 0 for every term (g non-increasing); "
-                         f"got min a*b = {float(jnp.min(a * b)):.3g}.")
+        raise invalid("b", "make a_j * b_j >= 0 for every term (g non-increasing), as the implicit solutions need",
+                      f"min a*b = {float(jnp.min(a * b)):.3g}")
     return a, b, c
 
 
@@ -206,7 +207,7 @@ def implicit_xi(
     check_ndim("t", t, 1, "times")
     check_finite("t", t)
     if bool(jnp.any(t < 0)):
-        raise ValueError(f"`t` must be >= 0; got min {float(jnp.min(t))!r}.")
+        raise invalid("t", 'be >= 0', f'min {float(jnp.min(t))!r}')
     a, b, c = _check_terms(a, b, c)
     lead = a.shape[:-1]
     n = a.shape[-1]

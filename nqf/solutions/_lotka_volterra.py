@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
-from .._checks import _is_concrete, as_real_array, check_tolerance
+from .._checks import is_concrete, as_real_array, check_tolerance
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_shape
@@ -34,6 +34,7 @@ from ..model._data import NQFData
 from ..model._data import require_data
 from ..model._model import check_dataset
 from ..model._model import check_order_parameter
+from .._checks import invalid
 
 
 
@@ -72,20 +73,18 @@ def commuting_eigenbasis(
         comm = max(
             np.max(np.abs(A[i] @ A[j] - A[j] @ A[i])) for i in range(m) for j in range(i + 1, m)
         ) if m > 1 else 0.0
-        raise ValueError(
-            "`As` do not share an eigenbasis (Assumption 1): after diagonalising a random "
-            f"combination the largest relative off-diagonal entry is {resid:.3g} (tolerance {tol:g}); "
-            f"largest commutator |A_i A_j - A_j A_i| = {comm:.3g}."
-        )
+        raise invalid("As", "share an eigenbasis (Assumption 1)",
+                      f"after diagonalising a random combination the largest relative off-diagonal entry {resid:.3g} "
+                      f"(tolerance {tol:g}); largest commutator |A_i A_j - A_j A_i| = {comm:.3g}")
     return jnp.asarray(P), jnp.asarray(lambdas)
 
 
 def lv_coefficients(data: NQFData, *, tol: float = 1e-9) -> LotkaVolterra:
     """Reduce a commuting dataset to the Lotka–Volterra coefficients ``(r, C)`` of Eq. (32)."""
     data = require_data(data)
-    if _is_concrete(data.As) and not np.any(np.asarray(data.As)):
-        raise ValueError("`data`: every structure matrix A(x_mu) is zero, so the NQF's output does not depend on "
-                         "M and nothing is learned (r = 0, C = 0); check how the A's were built.")
+    if is_concrete(data.As) and not np.any(np.asarray(data.As)):
+        raise invalid("data", "have a nonzero structure matrix A(x_mu) (if every one is zero the NQF's output does not "
+                      "depend on M and nothing is learned: r = 0, C = 0; check how the A's were built)", "only zeros")
     P, lam = commuting_eigenbasis(data.As, tol=tol)
     r, C = growth_and_competition(lam, data.ys)
     return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)
@@ -95,12 +94,12 @@ def features(M: Matrix, P: Float[ArrayLike, "p p"]) -> Float[ArrayLike, " p"]:
     r"""Features $z_k = (P^\top M P)_{kk}$ (Sec. 5); they alone carry the loss (Eq. 29)."""
     p = check_order_parameter(M, None, psd=False)
     check_shape("P", P, (p, p), "an orthogonal eigenbasis, one column per feature")
-    if _is_concrete(P):
+    if is_concrete(P):
         Pn = np.asarray(P, dtype=float)
         err = float(np.max(np.abs(Pn.T @ Pn - np.eye(p)))) if p else 0.0
         if not err <= 1e-8:
-            raise ValueError(f"`P` must be orthogonal (P^T P = I, the shared eigenbasis of Assumption 1); "
-                             f"got max |P^T P - I| = {err:.3g}.")
+            raise invalid("P", 'be orthogonal (P^T P = I, the shared eigenbasis of Assumption 1)',
+                          f'max |P^T P - I| = {err:.3g}')
     return jnp.einsum("ik,ij,jk->k", P, M, P)
 
 
@@ -135,7 +134,7 @@ def lv_flow(
         check_finite(name, val)
     z0 = np.asarray(z0, dtype=float)
     if np.any(z0 < 0):
-        raise ValueError(f"`z0` must be >= 0 (features of a PSD M); got min {float(np.min(z0)):.3g}.")
+        raise invalid("z0", 'be >= 0 (features of a PSD M)', f'min {float(np.min(z0)):.3g}')
     alive = z0 > 0
     u0 = np.log(np.where(alive, z0, 1.0))
     args = (r, jnp.asarray(C, dtype=float), jnp.asarray(alive))
@@ -159,9 +158,10 @@ def logistic_solution(t, r, C_kk, z0) -> Float[Array, "..."]:
     """
     t, r, C_kk, z0 = (as_real_array(n, a) for n, a in (("t", t), ("r", r), ("C_kk", C_kk), ("z0", z0)))
     for name, v in (("C_kk", C_kk), ("z0", z0)):
-        if _is_concrete(v) and bool(jnp.any(v < 0)):
-            raise ValueError(f"`{name}` must be >= 0 (a competition coefficient / a feature "
-                             f"(P^T M P)_kk); got min {float(jnp.min(v))!r}.")
+        if is_concrete(v) and bool(jnp.any(v < 0)):
+            raise invalid(name, 'be >= 0 (a competition coefficient / a feature (P^T M P)_kk)',
+                          f'min {float(jnp.min(v))!r}')
+    t, r, C_kk, z0 = jnp.broadcast_arrays(t, r, C_kk, z0)  # "arguments broadcast", explicitly
     safe_r = jnp.where(r == 0, 1.0, r)
     logistic = safe_r * z0 / (C_kk * z0 + (safe_r - C_kk * z0) * jnp.exp(-safe_r * t))
     return jnp.where(r == 0, z0 / (1.0 + C_kk * z0 * t), logistic)
@@ -181,22 +181,19 @@ def switch_on_time(r, C_kk, z0, *, a: float = 1.0, rho: float = 0.5):
     """
     check_positive("a", a)
     if not 0 < rho < 1:
-        raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
+        raise invalid("rho", 'lie in (0, 1)', f'{rho!r}')
     for name, v in (("r", r), ("C_kk", C_kk), ("z0", z0)):
         as_real_array(name, v)  # TypeError naming it for strings, None, complex
     r, C_kk, z0 = (np.asarray(v, dtype=float) for v in (r, C_kk, z0))  # NumPy float64 whatever JAX's x64
     for name, v in (("r", r), ("C_kk", C_kk), ("z0", z0)):
         check_finite(name, v)
         if np.any(v <= 0):
-            raise ValueError(f"`{name}` must be > 0 (a growing mode r > 0 with competition C_kk > 0 from "
-                             f"z0 > 0); got min {float(np.min(v))!r}.")
+            raise invalid(name, 'be > 0 (a growing mode r > 0 with competition C_kk > 0 from z0 > 0)',
+                          f'min {float(np.min(v))!r}')
     arg = (r - C_kk * z0) / (C_kk * z0) * rho / (1 - rho)
     if np.any(~np.isfinite(arg)) or np.any(arg <= 1) or np.any(r <= 0):
-        raise ValueError(
-            "`z0` must start below rho of the final value r/C_kk (a growing mode, 0 < C_kk z0 < r); "
-            "`switch_on_time` needs a growing mode (r > 0, 0 < C_kk z0 < r) that starts below "
-            f"rho = {rho} of its final value r/C_kk; got r/(C_kk z0) = {r / (C_kk * z0)}."
-        )
+        raise invalid("z0", f'start below rho of the final value r/C_kk (a growing mode, 0 < C_kk z0 < r); `switch_on_time` needs a growing mode (r > 0, 0 < C_kk z0 < r) that starts below rho = {rho} of its final value r/C_kk',
+                      f'r/(C_kk z0) = {r / (C_kk * z0)}')
     return np.log(arg) / (a * r)
 
 
@@ -213,24 +210,24 @@ def growth_and_competition(
     return 8.0 / m * lam.T @ jnp.asarray(ys, dtype=float), 8.0 / m * lam.T @ lam
 
 
-def switch_on_time_asymptotic(zeta, eps, a: float = 1.0):
+def switch_on_time_asymptotic(zeta, eps, *, a: float = 1.0):
     r"""Leading-order switch-on time $t^*_k \approx \ln(1/\epsilon)/(a\,\zeta_k)$ (Thm 8, Eq. 153).
 
     ``a = 1`` under Theorem 6 ($\zeta_k = r_k$), ``a = 2`` under Theorem 7 ($\zeta_k=\gamma_k$).
     """
     check_positive("eps", eps)
     if not float(eps) < 1.0:
-        raise ValueError(f"`eps` must be in (0, 1) (a small initialisation scale); got {eps!r}.")
+        raise invalid("eps", 'be in (0, 1) (a small initialisation scale)', f'{eps!r}')
     check_positive("a", a)
     as_real_array("zeta", zeta)
     zeta = np.asarray(zeta, dtype=float)
     check_finite("zeta", zeta)
     if np.any(zeta <= 0):
-        raise ValueError(f"`zeta` must be > 0 (growth rate of a mode that is learned); got min {float(np.min(zeta))!r}.")
+        raise invalid("zeta", 'be > 0 (growth rate of a mode that is learned)', f'min {float(np.min(zeta))!r}')
     return np.log(1.0 / eps) / (a * zeta)
 
 
-def saxe_learning_time(s: float, u0: float, uf: float, tau: float = 1.0) -> float:
+def saxe_learning_time(s: float, u0: float, uf: float, *, tau: float = 1.0) -> float:
     r"""Learning time of Saxe, McClelland & Ganguli (2014), Eqs. (10)–(12):
     $\tau\dot u = 2u(s-u)$ gives $t = \frac{\tau}{2s}\ln\frac{u_f(s-u_0)}{u_0(s-u_f)}$.
 
@@ -240,7 +237,7 @@ def saxe_learning_time(s: float, u0: float, uf: float, tau: float = 1.0) -> floa
     for name, v in (("s", s), ("u0", u0), ("uf", uf), ("tau", tau)):
         check_positive(name, v)
     if not uf < s:
-        raise ValueError(f"`uf` must be < `s` (the mode saturates at s); got uf={uf!r}, s={s!r}.")
+        raise invalid("uf", 'be < `s` (the mode saturates at s)', f'uf={uf!r}, s={s!r}')
     if not u0 < uf:
-        raise ValueError(f"`u0` must be < `uf` (the mode grows from u0 to uf); got u0={u0!r}, uf={uf!r}.")
+        raise invalid("u0", 'be < `uf` (the mode grows from u0 to uf)', f'u0={u0!r}, uf={uf!r}')
     return tau / (2 * s) * float(np.log(uf * (s - u0) / (u0 * (s - uf))))

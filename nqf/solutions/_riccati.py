@@ -26,6 +26,7 @@ from ..model._data import require_data
 from ..model._model import check_dataset
 from ..model._model import check_order_parameter
 from ._lotka_volterra import saxe_learning_time
+from .._checks import invalid
 
 
 
@@ -71,12 +72,12 @@ def riccati_solution(
     safe = jnp.where(gam == 0, 1.0, gam)
     ev = np.linalg.eigvalsh(np.asarray(Mt0))
     if ev.min() > 1e-10 * max(ev.max(), 1e-300):
-        psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe))  # int_0^t e^{-2 gam tau}
+        psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe)[None, :])  # int_0^t e^{-2 gam tau}
         E = jnp.exp(-tg)
         Minv = E[:, :, None] * jnp.linalg.inv(Mt0)[None] * E[:, None, :] + 8 * c * jax_diag(psi)
         Mt = jnp.linalg.inv(Minv)
     else:  # rank-deficient M(0) = W W^T: Eq. (41) as F (I + 8c F^T Psi F)^{-1} F^T, F = e^{Yt} W
-        psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe))
+        psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe)[None, :])
         lam0, V0 = np.linalg.eigh(np.asarray(Mt0))
         keep = lam0 > 1e-12 * max(lam0.max(), 1e-300)
         if not keep.any():
@@ -93,7 +94,7 @@ def riccati_solution(
 
 def jax_diag(v: Float[Array, "T p"]) -> Float[Array, "T p p"]:
     """Batch of diagonal matrices from rows of ``v``."""
-    return v[..., :, None] * jnp.eye(v.shape[-1])
+    return v[..., :, None] * jnp.eye(v.shape[-1])[(None,) * (v.ndim - 1)]
 
 
 def riccati_eigenvalues(t, gammas, c: float, z0) -> Float[Array, "T p"]:
@@ -127,7 +128,7 @@ def projector_coefficients(data: NQFData, projectors: Float[ArrayLike, "r p p"])
     r = Pi.shape[0]
     orth = np.einsum("aij,bjk->abik", Pi, Pi) - np.einsum("ab,bik->abik", np.eye(r), Pi)
     if np.abs(orth).max() > 1e-9:
-        raise ValueError(f"`projectors` must satisfy Pi_a Pi_b = delta_ab Pi_a; got max deviation {np.abs(orth).max():.3g}.")
+        raise invalid("projectors", 'satisfy Pi_a Pi_b = delta_ab Pi_a', f'max deviation {np.abs(orth).max():.3g}')
     A = np.asarray(data.As)
     Y = 4.0 / m * np.einsum("m,mij->ij", np.asarray(data.ys), A)
     rank = np.einsum("aii->a", Pi)
@@ -170,7 +171,7 @@ def linear_network_modes(t, tau, c, rho0) -> Float[Array, "T r"]:
     return z / 2
 
 
-def saxe_mode_strength(t_saxe, s: float, u0: float, tau: float = 1.0):
+def saxe_mode_strength(t_saxe, s: float, u0: float, *, tau: float = 1.0):
     r"""Saxe et al.'s balanced solution of $\tau\dot u = 2u(s-u)$ on their own clock:
     $u(t) = \frac{s\,e^{2st/\tau}}{e^{2st/\tau} - 1 + s/u_0}$."""
     check_positive("s", s)

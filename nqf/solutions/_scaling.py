@@ -27,20 +27,23 @@ from .._fit import fit_line
 from .._types import ArrayLike
 from ..flow._flow import integrate
 from ..flow._flow import succeeded
+from .._checks import invalid
+from .._checks import wrong_kind
+from .._checks import failed
 
 
 def _real(name: str, value) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be a real number; got {value!r}.") from exc
+        raise wrong_kind(name, 'be a real number', f'{value!r}') from exc
     if not np.isfinite(v):
-        raise ValueError(f"`{name}` must be finite; got {v!r}.")
+        raise invalid(name, 'be finite', f'{v!r}')
     return v
 
 
 # ------------------------------------------------------------------ the exponents
-def feature_exponent(alpha1: float, alpha2: float, beta: float | None = None) -> float:
+def feature_exponent(alpha1: float, alpha2: float, *, beta: float | None = None) -> float:
     r"""Feature-wise scaling exponent of Thm 9 (Eq. 161): with $V_k\propto k^{-\alpha_1}$,
     $\zeta_k\propto k^{-\alpha_2}$ and $z_k(0) = \epsilon c_kk^{-\beta}$, the singular limit of the excess loss
     in rescaled time is $\mathcal E(\tau) = \Theta(\tau^{-(\alpha_1-1)/\alpha_2})$.
@@ -51,16 +54,14 @@ def feature_exponent(alpha1: float, alpha2: float, beta: float | None = None) ->
     """
     a1, a2 = _real("alpha1", alpha1), _real("alpha2", alpha2)
     if a1 <= 1:
-        raise ValueError(f"Thm 9 needs `alpha1` > 1 (finite initial excess loss, sum of V_k); got {a1!r}.")
+        raise invalid("alpha1", "be > 1 (Thm 9: finite initial excess loss, sum of V_k)", f"{a1!r}")
     if a2 <= 0:
-        raise ValueError(f"Thm 9 needs `alpha2` > 0 (growth rates decaying as k^-alpha2); got {a2!r}.")
+        raise invalid("alpha2", "be > 0 (Thm 9: growth rates decaying as k^-alpha2)", f"{a2!r}")
     if beta is not None:
         b = _real("beta", beta)
         if b < a1 - a2:
-            raise ValueError(
-                f"Thm 9 needs the initial profile exponent `beta` >= alpha1 - alpha2 = {a1 - a2!r} "
-                f"(Eq. 164: z_k(0)/z_k(inf) must not grow with k); got beta = {b!r}."
-            )
+            raise invalid("beta", f"be >= alpha1 - alpha2 = {a1 - a2!r} (Thm 9's initial profile exponent; Eq. 164: "
+                          "z_k(0)/z_k(inf) must not grow with k)", f"beta = {b!r}")
     return (a1 - 1.0) / a2
 
 
@@ -73,9 +74,9 @@ def sample_exponent(gamma1: float, gamma2: float) -> float:
     """
     g1, g2 = _real("gamma1", gamma1), _real("gamma2", gamma2)
     if g1 <= 0.5:
-        raise ValueError(f"Thm 11 needs `gamma1` > 1/2 (finite initial loss, sum of y_mu^2); got {g1!r}.")
+        raise invalid("gamma1", "be > 1/2 (Thm 11: finite initial loss, sum of y_mu^2)", f"{g1!r}")
     if g2 <= 0:
-        raise ValueError(f"Thm 11 needs `gamma2` > 0 (growth rates decaying as mu^-gamma2); got {g2!r}.")
+        raise invalid("gamma2", "be > 0 (Thm 11: growth rates decaying as mu^-gamma2)", f"{g2!r}")
     return (2.0 * g1 - 1.0) / g2
 
 
@@ -88,9 +89,9 @@ def fourier_exponent(beta: float, theta: float) -> float:
     """
     b, th = _real("beta", beta), _real("theta", theta)
     if 2 * b <= 1:
-        raise ValueError(f"Eq. (298) needs `beta` > 1/2 (alpha1 = 2 beta > 1, Thm 9); got {b!r}.")
+        raise invalid("beta", "be > 1/2 (Eq. 298: alpha1 = 2 beta > 1, Thm 9)", f"{b!r}")
     if th + b <= 0:
-        raise ValueError(f"Eq. (298) needs `theta` + `beta` > 0 (alpha2 > 0, Thm 9); got theta = {th!r}, beta = {b!r}.")
+        raise invalid("theta", "make `theta` + `beta` > 0 (Eq. 298: alpha2 > 0, Thm 9)", f"theta = {th!r}, beta = {b!r}")
     return feature_exponent(2 * b, th + b)
 
 
@@ -100,7 +101,7 @@ def nam_exponent(alpha: float) -> float:
     i.e. the NQF with $\alpha_1 = \alpha_2 = \alpha+1$ in Eq. (161). Needs $\alpha > 0$."""
     a = _real("alpha", alpha)
     if a <= 0:
-        raise ValueError(f"Nam et al.'s exponent needs `alpha` > 0 (alpha1 = alpha + 1 > 1); got {a!r}.")
+        raise invalid("alpha", "be > 0 (Nam et al.'s exponent: alpha1 = alpha + 1 > 1)", f"{a!r}")
     return feature_exponent(a + 1.0, a + 1.0)
 
 
@@ -120,17 +121,16 @@ def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray | 
     feature_exponent(a1, a2)
     L = np.asarray(log_ratio, dtype=float)
     if np.any(~np.isfinite(L)) or np.any(L <= 0):
-        raise ValueError(f"`log_ratio` = ln(zeta_k/(C_k z_k(0))) must be finite and > 0 (mode below saturation); got {L}.")
+        raise invalid("log_ratio", "be finite and > 0 (ln(zeta_k/(C_k z_k(0))), a mode below saturation)", f"{L}")
     den = a2 - (a1 - a2) / L
     if np.any(den <= 0):
-        raise ValueError(
-            "Eq. (292) needs alpha2 - (alpha1 - alpha2)/ln(zeta_k/(C_k eps)) > 0; got denominators "
-            f"{np.asarray(den)[np.asarray(den) <= 0][:5]} (log_ratio too small for alpha1 - alpha2 = {a1 - a2!r})."
-        )
+        raise invalid("log_ratio", "make alpha2 - (alpha1 - alpha2)/ln(zeta_k/(C_k eps)) > 0 (Eq. 292)",
+                      f"denominators {np.asarray(den)[np.asarray(den) <= 0][:5]} (log_ratio too small for "
+                      f"alpha1 - alpha2 = {a1 - a2!r})")
     return (a1 - 1.0) / den
 
 
-def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, const: float = 0.0) -> np.ndarray | float:
+def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, *, const: float = 0.0) -> np.ndarray | float:
     r"""Eq. (295): the effective exponent as a function of time,
     $k_\mathrm{eff}(t)\approx\frac{\alpha_1-1}{\alpha_2}\big[1 + \frac{\alpha}{\ln(1/\epsilon) + \alpha\ln\ln(1/\epsilon) + C - \alpha\ln t}\big]$
     with $\alpha = (\alpha_1-\alpha_2)/\alpha_2$ and the constant $C$ of Eq. (293) (``const``). It grows
@@ -139,10 +139,10 @@ def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, const: 
     k0 = feature_exponent(a1, a2)
     e = _real("eps", eps)
     if not 0 < e < 1:
-        raise ValueError(f"`eps` must lie in (0, 1); got {e!r}.")
+        raise invalid("eps", 'lie in (0, 1)', f'{e!r}')
     t = np.asarray(t, dtype=float)
     if np.any(t <= 0):
-        raise ValueError("`t` must be > 0.")
+        raise invalid("t", "be > 0", f"min {np.min(t)!r}")
     al = (a1 - a2) / a2
     L = np.log(1 / e)
     return k0 * (1.0 + al / (L + al * np.log(L) + _real("const", const) - al * np.log(t)))
@@ -162,7 +162,8 @@ def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: 
     check_ndim("k", k, 1, "modes of the fit window")
     L = np.broadcast_to(np.asarray(log_ratio, dtype=float), k.shape)
     if k.size < 2 or np.any(k <= 0) or np.any(L <= 0):
-        raise ValueError("`k` needs >= 2 positive modes and `log_ratio` must be > 0 at each.")
+        raise invalid("k", "hold >= 2 positive modes, with `log_ratio` > 0 at each", f"{k.size} modes, min k = "
+                      f"{np.min(k, initial=np.inf)!r}, min log_ratio = {np.min(L, initial=np.inf)!r}")
     x = a2 * np.log(k) + np.log(L)
     if K is None:
         y = -(a1 - 1.0) * np.log(k)
@@ -199,7 +200,8 @@ def logistic_excess_loss(
         check_finite(name, v)
     C_kk, z0 = jnp.asarray(C_kk, dtype=float), jnp.asarray(z0, dtype=float)
     if bool(jnp.any(r <= 0)) or bool(jnp.any(z0 <= 0)) or bool(jnp.any(C_kk * z0 >= r)):
-        raise ValueError("`logistic_excess_loss` needs growing modes below saturation: r > C_kk z0 > 0 for every mode.")
+        raise invalid("z0", "make every mode grow from below saturation: r > C_kk z0 > 0 (logistic_excess_loss)",
+                      "a mode with r <= C_kk z0 or z0 <= 0")
     return _logistic_excess(t, r, C_kk, z0, jnp.asarray(float(a)))
 
 
@@ -250,18 +252,20 @@ def sample_wise_loss(
         check_finite(name, v)
     lmax = jnp.max(lam, axis=1)
     if bool(jnp.any(ys <= 0)) or bool(jnp.any(lmax <= 0)) or bool(jnp.any(z0 < 0)):
-        raise ValueError("`sample_wise_loss` needs y_mu > 0, lambda_max > 0 for every sample and z0 >= 0 (Thm 10).")
+        raise invalid("ys", "be > 0 with lambda_max > 0 for every sample and z0 >= 0 (sample_wise_loss, Thm 10: "
+                      "y_mu > 0)", "a sample with y_mu <= 0, lambda_max <= 0 or z0 < 0")
     m_eff = m if m_eff is None else int(m_eff)
     zeta = 8.0 / m_eff * lmax * ys
     kappa = lam * z0 / ys[:, None]
     c = lam / lmax[:, None]
     if bool(jnp.any(jnp.sum(jnp.where(c > 0, kappa, 0.0), axis=1) >= 1.0)):
-        raise ValueError("every sample must start below its label: sum_j lambda_j z0_j < y_mu for the growing directions.")
+        raise invalid("z0", "make every sample start below its label: sum_j lambda_j z0_j < y_mu for the growing "
+                      "directions", "a sample at or above its label")
     u_end = jnp.log(1.0 / jnp.sum(jnp.where(c > 0, kappa, 0.0), axis=1)) + float(tail)
     frac, ok = _sample_solve(t, zeta, kappa, c, u_end, jnp.asarray(float(rtol)), jnp.asarray(float(atol)))
     if not bool(np.all(ok)):
-        raise RuntimeError(f"sample_wise_loss: the ODE solver failed for {int(np.size(ok) - np.sum(ok))} of {m} "
-                           f"sample(s) (samples {np.flatnonzero(~np.asarray(ok))[:5].tolist()}); loosen `rtol`/`atol`.")
+        raise failed("sample_wise_loss", f"the ODE solver failed for {int(np.size(ok) - np.sum(ok))} of {m} sample(s) "
+                     f"(samples {np.flatnonzero(~np.asarray(ok))[:5].tolist()}); loosen `rtol`/`atol`.")
     return frac
 
 
@@ -274,7 +278,7 @@ def _sample_solve(t, zeta, kappa, c, u_end, rtol, atol):
         u = jnp.minimum(z * t, ue - 1.0)  # non-decreasing save times in this sample's clock
         sol = integrate(_psi_field, jnp.zeros(()), u, (kap, cc), rtol, atol, solver="tsit5", t0=jnp.zeros(()),
                         t1=ue, dtmax=4.0, max_steps=_SAMPLE_MAX_STEPS)
-        frac = jnp.sum(kap * jnp.exp(cc * sol.ys[:, None]), axis=1) - 1.0
+        frac = jnp.sum(kap[None, :] * jnp.exp(cc[None, :] * sol.ys[:, None]), axis=1) - 1.0
         return jnp.where(z * t >= ue - 1.0, 0.0, frac), succeeded(sol)
 
     return jax.vmap(one, out_axes=(1, 0))(zeta, kappa, c, u_end)

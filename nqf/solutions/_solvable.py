@@ -27,6 +27,7 @@ from .._types import Matrix
 from ..model._model import check_order_parameter
 from ._implicit import implicit_xi
 from ._lotka_volterra import logistic_solution
+from .._checks import invalid
 
 
 
@@ -92,8 +93,8 @@ def orthogonal_samples_solution(
     check_shape("z0", z0, (p,), "one initial feature per eigen-direction")
     overlap = np.abs(np.asarray(lam)[:, None, :] * np.asarray(lam)[None, :, :]) * (1 - np.eye(m))[:, :, None]
     if overlap.max() > 0:
-        raise ValueError("`lambdas` violate Theorem 5's orthogonal samples (A_mu A_nu = 0): "
-                         f"largest |lambda_mu,k lambda_nu,k| for mu != nu is {overlap.max():.3g}.")
+        raise invalid("lambdas", "be Theorem 5's orthogonal samples (A_mu A_nu = 0)",
+                      f"largest |lambda_mu,k lambda_nu,k| for mu != nu of {overlap.max():.3g}")
     z0, ys = jnp.asarray(z0, dtype=float), jnp.asarray(ys, dtype=float)
     xi, res = implicit_xi(t, lam * z0[None, :], 8.0 / m * lam, ys)  # (m, T)
     z = z0[None, :] * jnp.exp(-8.0 / m * xi.T @ lam)
@@ -121,7 +122,7 @@ def slaved_M(P: Float[ArrayLike, "p p"], M0: Matrix, z: Float[ArrayLike, "T p"])
     check_shape("z", z, (None, P.shape[0]), "feature trajectory (T, p)")
     Mt0 = P.T @ M0 @ P
     z00 = jnp.diag(Mt0)
-    D = jnp.where(z00 > 0, jnp.sqrt(jnp.clip(z, 0.0) / jnp.where(z00 > 0, z00, 1.0)), 0.0)
+    D = jnp.where(z00 > 0, jnp.sqrt(jnp.clip(z, 0.0) / jnp.where(z00 > 0, z00, 1.0)[None, :]), 0.0)
     return jnp.einsum("ik,tk,kl,tl,jl->tij", P, D, Mt0, D, P)
 
 

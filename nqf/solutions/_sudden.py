@@ -34,6 +34,8 @@ from ..model._data import require_data
 from ._implicit import fixed_point
 from ._implicit import implicit_time
 from ._lotka_volterra import switch_on_time
+from .._checks import invalid
+from .._checks import failed
 
 
 
@@ -78,34 +80,34 @@ def _xi_residuals(xi, args):
 def _xi_field(t, xi, args):
     """Right-hand side of Eq. (133); module level, so repeated solves reuse one compilation."""
     lam, z0, ys = args
-    return jnp.sum(lam * z0 * jnp.exp(-8.0 / lam.shape[0] * lam * xi[:, None]), axis=1) - ys
+    return jnp.sum(lam * z0[None, :] * jnp.exp(-8.0 / lam.shape[0] * lam * xi[:, None]), axis=1) - ys
 
 
 def sample_switch_on_times(
-    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], rho: float = 0.5
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], *, rho: float = 0.5
 ) -> Float[Array, "*batch m"]:
     r"""Exact time at which sample $\mu$ is a fraction ``rho`` learned, $\Delta_\mu = -(1-\rho)y_\mu$
     (per-sample loss $(1-\rho)^2y_\mu^2$), under Thm 5. Since $\Delta_\mu = g_\mu(\xi_\mu)$, the target
     $\xi^*$ is the root of $g_\mu + (1-\rho)y_\mu$ and $t^*_\mu = \int_0^{\xi^*}ds/g_\mu$ (Eq. 36).
     ``z0`` may carry leading batch axes (e.g. one row per $\epsilon$ of a sweep); all are solved at once."""
     if not 0 < rho < 1:
-        raise ValueError(f"`rho` must lie in (0, 1); got {rho!r}.")
+        raise invalid("rho", 'lie in (0, 1)', f'{rho!r}')
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
     m, p = lam.shape
     check_shape("ys", ys, (m,), "one label per sample")
     z0 = jnp.asarray(z0, dtype=float)
     if z0.ndim < 1 or z0.shape[-1] != p:
-        raise ValueError(f"`z0` must have shape (..., {p}) (one initial feature per eigen-direction); got {z0.shape}.")
+        raise invalid("z0", f'have shape (..., {p}) (one initial feature per eigen-direction)', f'{z0.shape}')
     ys = jnp.asarray(ys, dtype=float)
-    a = lam * z0[..., None, :]
+    a = lam.reshape((1,) * (z0.ndim - 1) + lam.shape) * z0[..., None, :]
     b = jnp.broadcast_to(8.0 / m * lam, a.shape)
     xi_star = fixed_point(a, b, jnp.broadcast_to(rho * ys, a.shape[:-1]))
     return implicit_time(xi_star, a, b, jnp.broadcast_to(ys, a.shape[:-1]))
 
 
 def sample_switch_on_logistic(
-    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], rho: float = 0.5
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], *, rho: float = 0.5
 ) -> Float[Array, "*batch m"]:
     r"""Logistic approximation of Thm 10's proof (Eq. 179 without the sub-dominant remainder $R$):
     $Z = \lambda_{\mu,\max}\sum_{k\in\mathcal K_\mu}z_k$ grows logistically to $y_\mu$ at rate $\zeta_\mu$, so
@@ -115,9 +117,12 @@ def sample_switch_on_logistic(
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2)
     lmax = jnp.max(lam, axis=1)
-    Z0 = jnp.sum(jnp.where(lam == lmax[:, None], lam, 0.0) * jnp.asarray(z0, dtype=float)[..., None, :], axis=-1)
+    z0 = jnp.asarray(z0, dtype=float)
+    top = jnp.where(lam == lmax[:, None], lam, 0.0)
+    Z0 = jnp.sum(top.reshape((1,) * (z0.ndim - 1) + top.shape) * z0[..., None, :], axis=-1)
     zeta = sample_growth_rates(lam, ys)
-    return jnp.log(rho / (1 - rho) * (jnp.asarray(ys) / Z0 - 1.0)) / zeta
+    ys, zeta = jnp.broadcast_to(jnp.asarray(ys), Z0.shape), jnp.broadcast_to(zeta, Z0.shape)
+    return jnp.log(rho / (1 - rho) * (ys / Z0 - 1.0)) / zeta
 
 
 # ------------------------------------------------------------------ feature-wise switch-on
@@ -129,30 +134,31 @@ def rescaled_time(t, eps):
     r"""$\tau = t/\ln(1/\epsilon)$, the clock in which the singular limit is a step function."""
     eps = np.asarray(eps, dtype=float)
     if np.any(eps <= 0) or np.any(eps >= 1):
-        raise ValueError(f"`eps` must lie in (0, 1); got {eps}.")
+        raise invalid("eps", 'lie in (0, 1)', f'{eps}')
     return np.asarray(t, dtype=float) / np.log(1.0 / eps)
 
 
 def feature_excess_loss(z, V, z_inf) -> Float[Array, "..."]:
     r"""Eq. (163): $\mathcal E = \sum_kV_k(1 - z_k/z_k(\infty))^2$ with $V_k = r_k^2/(8C_{kk})$ (Thm 6)
     or $\gamma_k^2/(16c)$ (Thm 7); ``z`` has the mode axis last."""
-    z, V, z_inf = (jnp.asarray(v, dtype=float) for v in (z, V, z_inf))
+    z, V, z_inf = jnp.broadcast_arrays(*(jnp.asarray(v, dtype=float) for v in (z, V, z_inf)))
     return jnp.sum(V * (1.0 - z / z_inf) ** 2, axis=-1)
 
 
-def feature_step_loss(tau, V, zeta, a: float = 1.0) -> Float[Array, "..."]:
+def feature_step_loss(tau, V, zeta, *, a: float = 1.0) -> Float[Array, "..."]:
     r"""The $\epsilon\to0$ limit of the excess loss in rescaled time, Eq. (168):
     $\mathcal E(\tau) = \sum_kV_k\,\mathbb 1(\tau < 1/(a\zeta_k))$."""
     tau = jnp.asarray(tau, dtype=float)[..., None]
-    return jnp.sum(jnp.asarray(V) * (tau < 1.0 / (a * jnp.asarray(zeta))), axis=-1)
+    tau, V, limit = jnp.broadcast_arrays(tau, jnp.asarray(V), 1.0 / (a * jnp.asarray(zeta)))
+    return jnp.sum(V * (tau < limit).astype(V.dtype), axis=-1)
 
 
 def sample_step_loss(tau, ys, zeta) -> Float[Array, "..."]:
     r"""The $\epsilon\to0$ limit of the loss in rescaled time, Eq. (47)/(175):
     $\frac1m\sum_\mu y_\mu^2\,\mathbb 1(\tau < 1/\zeta_\mu)$."""
     tau = jnp.asarray(tau, dtype=float)[..., None]
-    ys = jnp.asarray(ys, dtype=float)
-    return jnp.mean(ys**2 * (tau < 1.0 / jnp.asarray(zeta)), axis=-1)
+    tau, ys, limit = jnp.broadcast_arrays(tau, jnp.asarray(ys, dtype=float), 1.0 / jnp.asarray(zeta))
+    return jnp.mean(ys**2 * (tau < limit).astype(ys.dtype), axis=-1)
 
 
 # ------------------------------------------------------------------ the singular-limit sweep
@@ -206,18 +212,18 @@ def singular_limit_sweep(
     require_x64("singular_limit_sweep")
     data = require_data(data)
     if not data.zgz:
-        raise ValueError("singular_limit_sweep integrates the flow on M alone (Eq. 28), which needs ZGZ data "
-                         "(no `gs`, no `Bs`).")
+        raise invalid("data", "be ZGZ data (no `gs`, no `Bs`): singular_limit_sweep integrates the flow on M alone "
+                      "(Eq. 28)", "data with `gs` or `Bs`")
     check_mesh(mesh)
     m, p = data.m, data.p
     eps = jnp.asarray(eps, dtype=float)
     check_ndim("eps", eps, 1, "grid of initial scales")
     if bool(jnp.any((eps <= 0) | (eps >= 1))):
-        raise ValueError(f"`eps` must lie in (0, 1); got {np.asarray(eps)}.")
+        raise invalid("eps", 'lie in (0, 1)', f'{np.asarray(eps)}')
     taus = jnp.asarray(taus, dtype=float)
     check_ndim("taus", taus, 1, "rescaled save times")
     if float(taus[0]) != 0.0 or not bool(jnp.all(jnp.diff(taus) > 0)):
-        raise ValueError("`taus` must start at 0 and increase strictly.")
+        raise invalid("taus", "start at 0 and increase strictly", f"{np.asarray(taus)[:5]}")
     P = jnp.eye(p) if P is None else jnp.asarray(P, dtype=float)
     check_shape("P", P, (p, p), "feature basis (columns)")
     N0 = jnp.eye(p) if M0_unit is None else jnp.asarray(M0_unit, dtype=float)
@@ -227,12 +233,12 @@ def singular_limit_sweep(
     rho = jnp.asarray(rho, dtype=float)
     check_ndim("rho", rho, 1, "levels in (0, 1)")
     if bool(jnp.any((rho <= 0) | (rho >= 1))):
-        raise ValueError(f"`rho` levels must lie in (0, 1); got {np.asarray(rho)}.")
+        raise invalid("rho", "hold levels in (0, 1)", f"{np.asarray(rho)}")
     atol_M = 0.0 if atol_M is None else float(atol_M)
     As, ys = np.asarray(data.As), np.asarray(data.ys - data.f0)
     m_pad, p_pad = (m, p) if pad_to is None else (int(pad_to[0]), int(pad_to[1]))
     if m_pad < m or p_pad < p:
-        raise ValueError(f"`pad_to` must be at least the data size (m, p) = {(m, p)}; got {pad_to!r}.")
+        raise invalid("pad_to", f'be at least the data size (m, p) = {(m, p)}', f'{pad_to!r}')
     A_p = np.zeros((m_pad, p_pad, p_pad))
     A_p[:m, :p, :p] = As
     y_p = np.zeros(m_pad)
@@ -249,8 +255,8 @@ def singular_limit_sweep(
     loss, log_z, res, ts_f, ts_s, steps, ok = out
     if not bool(np.all(ok)):
         bad = np.asarray(eps)[~np.asarray(ok)]
-        raise RuntimeError(f"singular_limit_sweep: the ODE solver failed for eps = {bad[:5]} (steps taken: "
-                           f"{np.asarray(steps)[~np.asarray(ok)][:5]}); raise `max_steps` or loosen `rtol`/`atol`.")
+        raise failed("singular_limit_sweep", f"the ODE solver failed for eps = {bad[:5]} (steps taken: "
+                     f"{np.asarray(steps)[~np.asarray(ok)][:5]}); raise `max_steps` or loosen `rtol`/`atol`.")
     return SingularSweep(eps, taus, loss, log_z[..., :p], res[..., :m], ts_f[..., :p], ts_s[..., :m], rho, steps)
 
 
@@ -292,8 +298,8 @@ def _sweep_lane(e, A2, ys, w, P, N0, zf, rho, taus, rtol, atol, atol_M, *, max_s
                     solver=solver, max_steps=max_steps, dense=True, norm=_max_norm, progress=progress)
     Ns = sol.ys
     log_z = jnp.log(e) + jnp.log(jax.vmap(feats)(Ns))
-    res = e * (Ns.reshape(Ns.shape[0], p * p) @ A2.T) - ys
-    loss = jnp.sum(w * res**2, axis=1) / jnp.sum(w)
+    res = e * (Ns.reshape(Ns.shape[0], p * p) @ A2.T) - ys[None, :]
+    loss = jnp.sum(w[None, :] * res**2, axis=1) / jnp.sum(w)
 
     # switch-on times: one batched bisection on the dense solution for every level and
     # every feature (z_k = rho z_final_k) and sample (Delta_mu = -(1 - rho) y_mu)

@@ -53,6 +53,7 @@ from ._discrete import _trajectory
 from ._discrete import _update
 from ._discrete import sgd_state
 from ._discrete import weights_from_statistics
+from .._checks import invalid
 
 
 
@@ -119,7 +120,7 @@ class Compressed(NamedTuple):
         ``data`` $= (V^\top AV, V^\top g, V^\top BV)$, i.e. $k_{\mathcal V}$ parameters per neuron
         instead of $p$ (exact case only)."""
         if not self.exact:
-            raise ValueError("`reduced()` needs an exact compression (d' >= k_V + 1); this one is Cor. 3.")
+            raise invalid("self", "be an exact compression (d' >= k_V + 1) for `reduced()`", "Cor. 3's approximate one")
         V, dat = self.V, self.data
         As = jnp.einsum("pi,mpq,qj->mij", V, dat.As, V)
         gs = None if dat.gs is None else dat.gs @ V
@@ -160,10 +161,8 @@ def compress(
     C_full = M_np - np.outer(mu_np, mu_np) / d
     lam_min = float(np.linalg.eigvalsh(0.5 * (C_full + C_full.T)).min())
     if lam_min < -1e-10 * max(float(np.abs(M_np).max()), 1e-300):
-        raise ValueError(
-            f"`M` and `mu` are not the statistics of width-{d} weights: M - mu mu^T/d has "
-            f"eigenvalue {lam_min:.3g} < 0 (check `d`)."
-        )
+        raise invalid("mu", f"be, with `M`, the statistics of width-{d} weights (check `d`)",
+                      f"M - mu mu^T/d with eigenvalue {lam_min:.3g} < 0")
     scale = d_prime / d
     if d_prime >= k + 1:
         P = np.asarray(V) @ np.asarray(V).T
@@ -212,16 +211,16 @@ def compression_error(
 
 
 def compression_bound(
-    tail: float, *, eta: float, L: float, steps: Int[ArrayLike, " T"], log: bool = False
+    tail: float, *, eta: float, L: float, t: Int[ArrayLike, " T"], log: bool = False
 ) -> Float[Array, " T"]:
-    r"""Right side of Eq. (237): $(\sum_{k\ge d'}\lambda_k^2)^{1/2}\,e^{\eta L t}$ at the steps ``steps``.
+    r"""Right side of Eq. (237): $(\sum_{k\ge d'}\lambda_k^2)^{1/2}\,e^{\eta L t}$ at the steps ``t`` (step indices).
 
     With ``log=True`` the natural logarithm of the bound is returned (the bound
     itself overflows float64 once $\eta L t > 709$)."""
     check_positive("tail", tail, strict=False)
     check_positive("eta", eta)
     check_positive("L", L, strict=False)
-    t = jnp.asarray(steps, dtype=float)
+    t = jnp.asarray(t, dtype=float)
     if log:
         return jnp.log(tail) + eta * L * t
     return tail * jnp.exp(eta * L * t)
@@ -258,10 +257,10 @@ def update_lipschitz(
     check_shape("Ms2", Ms2, (T, p, p), "second trajectory of M")
     batches = _check_batches(batches, data.m)
     if batches.shape[0] > T - 1:
-        raise ValueError(f"`batches` has {batches.shape[0]} steps but the trajectories only {T - 1}.")
+        raise invalid("batches", f"have one row per step of the trajectories ({T - 1})", f"{batches.shape[0]} steps")
     eta, d, _, _ = _check_options(eta, d, 0.0, 0.0)
     if int(n_points) < 2:
-        raise ValueError(f"`n_points` must be >= 2 (segment end points); got {n_points!r}.")
+        raise invalid("n_points", 'be >= 2 (segment end points)', f'{n_points!r}')
     steps = batches.shape[0]
     pp = p * p
     z1 = jnp.concatenate([Ms[:steps].reshape(steps, pp), mus[:steps]], axis=1)

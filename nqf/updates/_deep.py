@@ -20,11 +20,12 @@ from .._checks import check_int
 from .._checks import check_positive
 from .._types import ArrayLike
 from ..model._deep import Stats
-from ..model._deep import _check_forms
+from ..model._deep import check_forms
 from ..model._deep import deep_nqf_apply
 from ..model._deep import deep_nqf_loss
 from ..model._deep import layer_statistics
 from ..model._update import moment_update
+from .._checks import invalid
 
 
 def _layer_update(M, mu, G, v, eta, d):
@@ -55,11 +56,11 @@ def deep_nqf_sgd_step(
     Equals, to rounding, one step $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ of
     any weights with these statistics (see the tests and chapter 8).
     """
-    _check_forms(forms, stats)
+    check_forms(forms, stats)
     check_positive("eta", eta)
     widths = tuple(int(d) for d in widths)
     if len(widths) != len(stats) or min(widths) < 1:
-        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats)}); got {widths}.")
+        raise invalid("widths", f'hold one positive width per layer ({len(stats)})', f'{widths}')
     return _step(stats, forms, xs, jnp.asarray(ys), eta, widths)
 
 
@@ -81,14 +82,14 @@ def deep_nqf_sgd(
     """Iterate :func:`deep_nqf_sgd_step` over the minibatch index rows ``batches`` (one ``lax.scan``,
     compiled once per shape and forms). Returns the trajectory of every ``(M_l, mu_l)`` with a
     leading axis ``steps + 1`` (step 0 included)."""
-    _check_forms(forms, stats0)
+    check_forms(forms, stats0)
     check_positive("eta", eta)
     widths = tuple(int(d) for d in widths)
     if len(widths) != len(stats0) or min(widths) < 1:
-        raise ValueError(f"`widths` must hold one positive width per layer ({len(stats0)}); got {widths}.")
+        raise invalid("widths", f'hold one positive width per layer ({len(stats0)})', f'{widths}')
     batches = jnp.asarray(batches)
     if batches.ndim != 2:
-        raise ValueError(f"`batches` must have shape (steps, b) (one row of sample indices per step); got {batches.shape}.")
+        raise invalid("batches", 'have shape (steps, b) (one row of sample indices per step)', f'{batches.shape}')
     stats0 = tuple((jnp.asarray(M), jnp.asarray(mu)) for M, mu in stats0)
     traj = _sgd_scan(stats0, xs, jnp.asarray(ys), batches, jnp.asarray(eta, float), forms, widths)
     return jax.tree_util.tree_map(lambda a0, a: jnp.concatenate([a0[None], a]), stats0, traj)

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import _is_concrete
+from .._checks import is_concrete
 from .._checks import check_finite
 from .._checks import check_index_traced
 from .._checks import check_ndim
@@ -54,6 +54,7 @@ from ..model._data import require_data
 from ..model._model import check_order_parameter
 from ..model._model import outputs
 from ..model._update import moment_update
+from .._checks import invalid, wrong_kind
 
 
 # ------------------------------------------------------------------ the state
@@ -107,10 +108,8 @@ def _as_state(state, p: int) -> SGDState:
             check_finite(f"state.{name}", getattr(state, name))
         return SGDState(*(jnp.asarray(x, dtype=float) for x in state))
     if not isinstance(state, (tuple, list)) or len(state) != 2:
-        raise TypeError(
-            "`state` must be an SGDState or a pair (M, mu) of shapes (p, p) and (p,); "
-            f"got {type(state).__name__}{'' if not isinstance(state, (tuple, list)) else f' of length {len(state)}'}."
-        )
+        raise wrong_kind("state", 'be an SGDState or a pair (M, mu) of shapes (p, p) and (p,)',
+                         f"{type(state).__name__}{('' if not isinstance(state, (tuple, list)) else f' of length {len(state)}')}")
     M, mu = state
     check_order_parameter(M, p)
     check_shape("mu", mu, (p,), "sum of the neurons")
@@ -124,7 +123,7 @@ def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float,
     check_real("momentum", momentum)
     b = float(momentum)
     if not (0.0 <= b < 1.0):
-        raise ValueError(f"`momentum` must be in [0, 1); got {momentum!r}.")
+        raise invalid("momentum", 'be in [0, 1)', f'{momentum!r}')
     check_positive("weight_decay", weight_decay, strict=False)
     return float(eta), float(d), b, float(weight_decay)
 
@@ -184,7 +183,7 @@ def nqf_sgd_step(
     Returns:
         The next :class:`SGDState`.
     """
-    batch = require_data(batch, "batch")
+    batch = require_data(batch, name="batch")
     state = _as_state(state, batch.p)
     return _update(state, batch, *_check_options(eta, d, momentum, weight_decay))
 
@@ -237,7 +236,7 @@ def nqf_sgd(
 
 def _warn_if_diverged(Ms, eta) -> None:
     """A run whose order parameters became non-finite says so (never a silent NaN)."""
-    if not _is_concrete(Ms):
+    if not is_concrete(Ms):
         return  # under a caller's jit: the caller sees the values
     bad = ~np.isfinite(np.asarray(Ms)).reshape(Ms.shape[0], -1).all(axis=1)
     if bad.any():
@@ -248,7 +247,7 @@ def _warn_if_diverged(Ms, eta) -> None:
 def _check_beta(beta) -> None:
     check_real("beta", beta)
     if not 0.0 <= float(beta) < 1.0:
-        raise ValueError(f"`beta` must be in [0, 1) (heavy-ball momentum); got {beta!r}.")
+        raise invalid("beta", 'be in [0, 1) (heavy-ball momentum)', f'{beta!r}')
 
 
 def nqf_momentum_step(state, batch: NQFData, *, eta: float, d: int, beta: float = 0.9,
@@ -311,17 +310,13 @@ def weights_from_statistics(
     lam, Q = np.linalg.eigh(C)
     scale = max(float(np.max(np.abs(lam))), float(np.max(np.abs(M))), 1e-300)
     if lam.min() < -rtol * scale:
-        raise ValueError(
-            f"`M` and `mu` are not the statistics of any width-{d} weights: "
-            f"M - mu mu^T/d must be PSD; its smallest eigenvalue is {lam.min():.3g}."
-        )
+        raise invalid("mu", f"be, with `M`, the statistics of width-{d} weights (M - mu mu^T/d must be PSD)",
+                      f"smallest eigenvalue {lam.min():.3g}")
     keep = lam > rtol * scale
     r = int(keep.sum())
     if r > d - 1:
-        raise ValueError(
-            f"`d` = {d} is too small: M - mu mu^T/d has rank {r}, and width d reaches rank "
-            f"at most d - 1 = {d - 1} (App. A.11, Eq. 104)."
-        )
+        raise invalid("d", f"be large enough: M - mu mu^T/d has rank {r}, and width d reaches rank at most d - 1 "
+                      "(App. A.11, Eq. 104)", f"d = {d}")
     L = Q[:, keep] * np.sqrt(lam[keep])
     Z = _orthonormal_complement_of_ones(d)
     if seed is not None and d > 2:
@@ -331,7 +326,7 @@ def weights_from_statistics(
     return jnp.asarray(W)
 
 
-def same_statistics(W: Weights, seed: int = 0) -> Float[Array, "p d"]:
+def same_statistics(W: Weights, *, seed: int) -> Float[Array, "p d"]:
     r"""Another weight matrix $W Q$ with the same $M = WW^\top$ and $\mu = W\mathbf 1$.
 
     $Q = \mathbf 1\mathbf 1^\top/d + Z^\top O Z$ with $O$ a random orthogonal
@@ -342,7 +337,7 @@ def same_statistics(W: Weights, seed: int = 0) -> Float[Array, "p d"]:
     check_finite("W", W)
     d = np.shape(W)[1]
     if d < 3:
-        raise ValueError(f"`W` needs at least 3 neurons to be rotated within 1^perp; got d = {d}.")
+        raise invalid("W", "have at least 3 neurons to be rotated within 1^perp", f"d = {d}")
     Z = _orthonormal_complement_of_ones(d)
     O, R = np.linalg.qr(np.random.default_rng(seed).normal(size=(d - 1, d - 1)))
     Q = np.ones((d, d)) / d + Z.T @ (O * np.sign(np.diag(R))) @ Z
@@ -404,7 +399,7 @@ def step_prediction_error(
     Ms, mus = _trajectory(states, data.p)
     batches = _check_batches(batches, data.m)
     if batches.shape[0] != Ms.shape[0] - 1:
-        raise ValueError(f"`batches` must have one row per step, T - 1 = {Ms.shape[0] - 1}; got {batches.shape[0]}.")
+        raise invalid("batches", f'have one row per step, T - 1 = {Ms.shape[0] - 1}', f'{batches.shape[0]}')
     eta, d, _, _ = _check_options(eta, d, 0.0, 0.0)
     return _prediction_errors(Ms, mus, batches, data, eta, d)
 
