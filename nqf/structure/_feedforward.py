@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import _is_concrete
+from .._checks import is_concrete
 from .._checks import check_finite
 from .._types import ArrayLike
 from .._types import Input
@@ -54,7 +54,7 @@ def split_structure(A: Float[ArrayLike, "*o p p"], n1: int, *, rtol: float = 1e-
         raise ValueError(f"`A` must have shape (p, p) or (o, p, p); got shape {shape}.")
     p = shape[-1]
     n1 = _check_split(n1, p)
-    if not _is_concrete(A):  # under jit: no value checks
+    if not is_concrete(A):  # under jit: no value checks
         return 2.0 * jnp.asarray(A)[..., :n1, n1:]
     check_finite("A", A)
     arr = np.asarray(A)
