@@ -31,6 +31,7 @@ from ._models import module_function
 from ._probes import SMOOTH_RATIO
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
+from ._probes import taylor_residuals
 from ._probes import taylor_steps
 from ._probes import zero_neuron
 
@@ -302,7 +303,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     # Taylor residual of the gradient, r(t) = grad f(tV) - grad f(0) - t H V:
     # O(t^2) for a C^3 module (ratio r(h)/r(h/2) = 4, or 8 with Z2), O(t) at a kink (ratio 2).
     HV = np.einsum("opdqe,qe->opd", H0, V)
-    res = [np.linalg.norm(J_pts[i] - J0 - t * HV) for i, t in enumerate(steps)]
+    res = taylor_residuals(J_pts[:4], J0, HV, steps, np.linalg.norm)
     ratio = taylor_ratio(res, [np.linalg.norm(J_pts[i]) for i in range(4)], np.linalg.norm(J0),
                          np.linalg.norm(HV), steps[0], rtol)
     ratio = ratio if finite else float("nan")

@@ -26,6 +26,7 @@ from ._neurons import split_params
 from ._probes import SMOOTH_RATIO
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
+from ._probes import taylor_residuals
 from ._probes import taylor_step
 from ._probes import taylor_steps
 from ._probes import zero_neuron
@@ -94,12 +95,10 @@ def _probe(apply, tr, frozen, x, key, ax_leaves, d):
     g0, HV = jax.jvp(jax.grad(F), (zero,), (V,))
     norm = lambda t: jnp.sqrt(sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(t)))  # noqa: E731
 
-    def resid(h):
-        gh = jax.grad(F)(jax.tree_util.tree_map(lambda v: h * v, V))
-        return norm(jax.tree_util.tree_map(lambda a, b, c_: a - b - h * c_, gh, g0, HV)), norm(gh)
-
     h = jnp.asarray(taylor_step(out0.dtype), out0.dtype)
-    rs = [resid(jnp.asarray(t, out0.dtype)) for t in taylor_steps(out0.dtype)]
+    steps = [jnp.asarray(t, out0.dtype) for t in taylor_steps(out0.dtype)]
+    grads = [jax.grad(F)(jax.tree_util.tree_map(lambda v, t=t: t * v, V)) for t in steps]
+    rs = list(zip(taylor_residuals(grads, g0, HV, steps, norm), [norm(g) for g in grads]))
     finite = jnp.isfinite(norm(g0)) & jnp.isfinite(norm(HV)) & jnp.isfinite(f).all()
     return perm_res, g_first / jnp.maximum(g_all, 1e-300), rs, norm(g0), norm(HV), h, finite
 

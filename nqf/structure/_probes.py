@@ -11,7 +11,7 @@ make the same moves, written here once, on a weight pytree whose neurons lie alo
 * :func:`zero_neuron` — $W$ with neuron 1 set to zero (Property 1: its gradient must vanish);
 * :func:`taylor_steps` — the steps $\pm h, \pm h/2$ of the smoothness probe, with THE step constant
   (:data:`TAYLOR_STEP`; :data:`TAYLOR_STEP_LOW` below float64);
-* :func:`taylor_ratio` — the reading of the Taylor residual of the gradient,
+* :func:`taylor_residuals` and :func:`taylor_ratio` — the residual and the reading of the Taylor residual of the gradient,
   $r(t) = \nabla f(tV) - \nabla f(0) - tHV$: $O(t^2)$ for a $C^3$ module (ratio $|r(h)|/|r(h/2)| = 4$,
   8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink such as ReLU (ratio 2); smooth when the ratio is at
   least :data:`SMOOTH_RATIO`. Residuals at rounding level (below ``rtol`` times the gradients' size)
@@ -59,6 +59,12 @@ def zero_neuron(W, ax_leaves: Sequence[int]):
     leaves, treedef = jax.tree_util.tree_flatten(W)
     return jax.tree_util.tree_unflatten(
         treedef, [jnp.moveaxis(jnp.moveaxis(l, a, 0).at[0].set(0.0), 0, a) for l, a in zip(leaves, ax_leaves)])
+
+
+def taylor_residuals(grads: Any, g0: Any, hv: Any, steps: Any, norm: Any) -> list:
+    r"""$|r(t)| = |\nabla f(tV) - \nabla f(0) - tHV|$ at each step $t$ of :func:`taylor_steps`, from the gradients
+    ``grads`` at $tV$ (pytrees, or arrays), $\nabla f(0)$ and $HV$, with the norm of the caller's check."""
+    return [norm(jax.tree_util.tree_map(lambda a, b, c: a - b - t * c, g, g0, hv)) for g, t in zip(grads, steps)]
 
 
 def taylor_ratio(residuals: Sequence[Any], grad_norms: Sequence[Any], g0_norm: Any, hv_norm: Any, h: Any,
