@@ -13,6 +13,7 @@ from .._checks import check_shape
 from .._checks import require_value
 from .._fit import fit_line
 from .._types import ArrayLike
+from ..training import first_crossing
 
 
 
@@ -44,19 +45,11 @@ def step_deviation(taus, curve, step, jumps, margin: float) -> np.ndarray:
 
 def crossing_time(t: Float[ArrayLike, " T"], x: Float[ArrayLike, "T ..."], level) -> np.ndarray:
     r"""First time a sampled trajectory ``x`` (time on axis 0) reaches ``level`` from below, by linear
-    interpolation between samples (``nan`` if never). For measured GD curves."""
+    interpolation between samples (``nan`` if never, or if already reached at the first sample): the one
+    first-crossing rule, :func:`nqf.training.first_crossing`, with those two readings. For measured GD curves."""
     t, x = np.asarray(t, dtype=float), np.asarray(x, dtype=float)
     check_ndim("t", t, 1)
     require_value("t", t.size <= 1 or bool(np.all(np.diff(t) > 0)), "strictly increasing (sample times)",
                   f"{t[:5]}...")
     require_value("x", x.shape[0] == t.shape[0], "one row per time", f"{x.shape[0]} rows for {t.shape[0]} times")
-    level = np.broadcast_to(np.asarray(level, dtype=float), x.shape[1:])
-    above = x >= level
-    first = np.argmax(above, axis=0)
-    ok = above.any(axis=0) & (first > 0)
-    i1 = np.where(ok, first, 1)
-    i0 = i1 - 1
-    x0 = np.take_along_axis(x, i0[None], 0)[0]
-    x1 = np.take_along_axis(x, i1[None], 0)[0]
-    frac = (level - x0) / np.where(x1 != x0, x1 - x0, 1.0)
-    return np.where(ok, t[i0] + frac * (t[i1] - t[i0]), np.nan)
+    return first_crossing(t, x, level, axis=0, if_never=np.nan, if_first=np.nan)
