@@ -46,7 +46,9 @@ class Fig2Run(NamedTuple):
 
 def fig2_run(module, teacher, optimizer, *, num_steps: int, sigmas, key, seeds: int | None = None,
              record_every: int = 1, n_probe: int = 100, nqf_form=None) -> Fig2Run:
-    """W(0) = sigma Z for every sigma (Z ~ N(0, 1) from ``key``, or from ``split(key, seeds)``: one per seed)."""
+    """W(0) = sigma Z for every sigma (Z ~ N(0, 1) from ``key``, or from ``split(key, seeds)``: one per seed). The NQF
+    runs through the module's linear feature (``module.feature_output``, checked against the matrix-free NQF by
+    compare_with_nqf) unless ``nqf_form`` names another form of :func:`nqf.compare_with_nqf`."""
     sig, draw = np.asarray(sigmas, dtype=float), lambda k: jax.random.normal(k, (module.arch.p, module.d))
     Z = draw(key)[None] if seeds is None else jax.vmap(draw)(jax.random.split(key, seeds))
     shape = (sig.size,) if seeds is None else (seeds, sig.size)
