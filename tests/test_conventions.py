@@ -243,12 +243,14 @@ def _vocabulary_violations(nqf: Path) -> list[tuple[str, str]]:
 
 
 def _checks_helpers(nqf: Path) -> set[str]:
-    """The public functions of ``_checks.py``: the only builders of raised exceptions."""
+    """The builders of raised exceptions: public functions of ``_checks.py`` annotated to return one
+    (``def invalid(...) -> ValueError``)."""
     checks = nqf / "_checks.py"
     if not checks.is_file():
         return set()
     return {n.name for n in ast.parse(checks.read_text()).body
-            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and n.returns is not None
+            and ast.unparse(n.returns).endswith(("Error", "Exception"))}
 
 
 def _raise_violations(nqf: Path) -> list[tuple[str, str]]:
@@ -339,7 +341,7 @@ def test_each_rule_sees_a_planted_violation(rule, tmp_path):
     for room in ("model", "training"):
         (fake / room).mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "_checks.py").write_text("def invalid(name, expected, got):\n    return ValueError(name)\n")
+    (fake / "_checks.py").write_text("def invalid(name, expected, got) -> ValueError:\n    return ValueError(name)\n")
     (fake / "model" / "__init__.py").write_text("from ._data import NQFData as NQFData\n")
     (fake / "model" / "_data.py").write_text("class NQFData:\n    pass\n_hidden = 1\n")
     (fake / "training" / "__init__.py").write_text("from ._x import *\n")
@@ -355,7 +357,7 @@ def test_a_clean_function_passes_every_rule(tmp_path):
     fake = tmp_path / "nqf"
     (fake / "training").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "_checks.py").write_text("def invalid(name, expected, got):\n    return ValueError(name)\n")
+    (fake / "_checks.py").write_text("def invalid(name, expected, got) -> ValueError:\n    return ValueError(name)\n")
     (fake / "training" / "__init__.py").write_text("from ._x import train as train\n")
     (fake / "training" / "_x.py").write_text(
         "from .._checks import invalid\n"

@@ -130,4 +130,4 @@ def raw_tanh_mlp(params: dict, xs: Float[ArrayLike, " n"]) -> Float[Array, " n"]
     r"""The baseline of Fig. 5: a tanh MLP on the raw scalar input,
     $f(x) = \sum_iv_i\tanh(u_ix + b_i)$ (``params = {"u", "b", "v"}``, each of shape ``(hidden,)``)."""
     xs = jnp.asarray(xs, dtype=float)
-    return jnp.tanh(xs[:, None] * params["u"] + params["b"]) @ params["v"]
+    return jnp.tanh(xs[:, None] * params["u"][None, :] + params["b"][None, :]) @ params["v"]

@@ -91,8 +91,8 @@ def _mha_parts(D: int, d_k: int, d_v: int, o: int):
         if r > d:
             raise invalid("d", f"be at least {r} heads for a rank-{r} MHA teacher", f"d = {d}")
         root = jnp.sqrt(sv_)
-        V = jnp.zeros((d, d_v, D), P.dtype).at[:r, 0, :].set((Q * root).T)
-        R = jnp.zeros((d, d_v, o), P.dtype).at[:r, 0, :].set((P * root).T)
+        V = jnp.zeros((d, d_v, D), P.dtype).at[:r, 0, :].set((Q * root[None, :]).T)
+        R = jnp.zeros((d, d_v, o), P.dtype).at[:r, 0, :].set((P * root[None, :]).T)
         vecV = jnp.transpose(V, (0, 2, 1)).reshape(d, -1)  # column-major vec of each (d_v, D)
         vecR = jnp.transpose(R, (0, 2, 1)).reshape(d, -1)
         return jnp.concatenate([jnp.zeros((d, 2 * s), P.dtype), vecV, vecR], axis=1).T
@@ -199,4 +199,4 @@ def low_rank_teacher(
     sj = jnp.asarray(s_arr, P.dtype)
     W = module.weights_from_map((P, sj, Q), module.d)
     ys = jax.jit(jax.vmap(lambda x: nqf_output(module.arch, W, x)))(xs)
-    return TeacherSet(xs, ys, W, (P * sj) @ Q.T, s_arr)
+    return TeacherSet(xs, ys, W, (P * sj[None, :]) @ Q.T, s_arr)
