@@ -80,7 +80,7 @@ def _trajectory(states, p: int):
 
 def ntk_trajectory(states, data: NQFData, *, d: int) -> Float[Array, "T m m"]:
     """Eq. (245) at every saved step of a trajectory: ``states`` is ``(Ms, mus)`` of shapes
-    ``(T, p, p)``, ``(T, p)``, or the state trajectory returned by :func:`nqf.nqf_sgd`."""
+    ``(T, p, p)``, ``(T, p)``, or the state trajectory returned by :func:`nqf.updates.nqf_sgd`."""
     data = require_data(data)
     Ms, mus = _trajectory(states, data.p)
     return _ntk_traj(Ms, mus, data, float(_check_width(d)))

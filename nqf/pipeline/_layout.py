@@ -1,6 +1,6 @@
 """Layouts for the book's column: panels stacked one under the other, each with its legend below it.
 
-A figure at most :data:`~nqf.pipeline.COLUMN_WIDTH_IN` wide is shown at its own size, so its 9-pt text
+A figure at most ``COLUMN_WIDTH_IN`` wide is shown at its own size, so its 9-pt text
 renders at 9 pt. Two panels side by side in that width leave a legend no room off the data; stacked, each
 panel has the column's width, and a legend that does not fit inside goes below its own panel (a subfigure
 per panel carries it, so constrained layout makes room for it).

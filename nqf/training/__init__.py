@@ -19,4 +19,20 @@ from ._agreement import first_crossing as first_crossing
 from ._agreement import first_exceedance as first_exceedance
 from ._agreement import relative_gap as relative_gap
 
-__all__ = sorted(name for name in dir() if not name.startswith("_"))
+__all__ = [
+    "BatchLoss",
+    "compare_with_nqf",
+    "Comparison",
+    "first_crossing",
+    "first_exceedance",
+    "model_run",
+    "ModelRun",
+    "NQFLoss",
+    "optimizer",
+    "Optimizer",
+    "OutputLoss",
+    "Record",
+    "relative_gap",
+    "train",
+    "Training",
+]

@@ -84,7 +84,7 @@ def structure_span(data: NQFData, *, rtol: float = 1e-10) -> tuple[Float[Array, 
 
 
 class Compressed(NamedTuple):
-    r"""A compressed NQF (Thm 3 or Cor. 3), ready for :func:`nqf.nqf_sgd`.
+    r"""A compressed NQF (Thm 3 or Cor. 3), ready for :func:`nqf.updates.nqf_sgd`.
 
     Attributes:
         W: weights of width ``d``, shape ``(p, d)`` (same parameter space as the original).
@@ -142,7 +142,7 @@ def compress(
 
     * ``d_prime=None`` (default): $d' = k_{\mathcal V} + 1$, the smallest exact width.
     * $d' \ge k_{\mathcal V} + 1$: Theorem 3 (Eqs. 103–105); training the result
-      with :func:`nqf.nqf_sgd` (``c.data``, ``eta=c.eta``, ``d=c.d``) reproduces the
+      with :func:`nqf.updates.nqf_sgd` (``c.data``, ``eta=c.eta``, ``d=c.d``) reproduces the
       original outputs on the training set at every step, to rounding.
     * $1 \le d' \le k_{\mathcal V}$: Corollary 3 (Eqs. 238–240), truncated
       initial covariance; error bounded by Eq. (237).
@@ -239,7 +239,7 @@ def update_lipschitz(
     r"""Per-step Lipschitz constant $L_t$ of Eq. (241) between two trajectories.
 
     With $F_t$ the SGD map of Eqs. (23)–(24) for the batch of step $t$ (the update of
-    :func:`nqf.nqf_sgd_step`), the difference of the two updates obeys
+    :func:`nqf.updates.nqf_sgd_step`), the difference of the two updates obeys
     $\|(F_t - \mathrm{id})(S) - (F_t - \mathrm{id})(S')\| \le \eta L_t \|S - S'\|$ in the norm
     $\|(X, x)\| = \|X\|_F + \|x\|_2$ of Eq. (237), with $L_t$ the largest operator
     norm of $(J_{F_t} - I)/\eta$ on the segment from $S_t$ to $S'_t$ (mean-value

@@ -80,10 +80,6 @@ class SGDState(NamedTuple):
     nu: Array
 
 
-#: The name used by Cor. 2; the same class as :class:`SGDState`.
-MomentumState = SGDState
-
-
 def sgd_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> SGDState:
     """The state at step 0 with an empty momentum buffer ($V = 0$), as optax starts."""
     M = jnp.asarray(M, dtype=float)
@@ -92,8 +88,6 @@ def sgd_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> SGDState:
     return SGDState(M, mu, z, z, jnp.zeros_like(mu))
 
 
-#: Alias of :func:`sgd_state` (the name used by Cor. 2).
-momentum_state = sgd_state
 
 
 def _as_state(state, p: int) -> SGDState:
@@ -242,26 +236,6 @@ def _warn_if_diverged(Ms, eta) -> None:
     if bad.any():
         warnings.warn(f"the NQF run diverged: M is non-finite from step {int(np.argmax(bad))} at `eta` = "
                       f"{float(eta):g}; lower `eta` or the initial scale.", RuntimeWarning, stacklevel=3)
-
-
-def _check_beta(beta) -> None:
-    check_real("beta", beta)
-    if not 0.0 <= float(beta) < 1.0:
-        raise invalid("beta", 'be in [0, 1) (heavy-ball momentum)', f'{beta!r}')
-
-
-def nqf_momentum_step(state, batch: NQFData, *, eta: float, d: int, beta: float = 0.9,
-                      weight_decay: float = 0.0) -> SGDState:
-    """:func:`nqf_sgd_step` with ``momentum=beta`` (Cor. 2); the same implementation."""
-    _check_beta(beta)
-    return nqf_sgd_step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
-
-
-def nqf_momentum(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: float, d: int,
-                 beta: float = 0.9, weight_decay: float = 0.0) -> SGDState:
-    """:func:`nqf_sgd` with ``momentum=beta`` (Cor. 2); the same implementation."""
-    _check_beta(beta)
-    return nqf_sgd(state, data, batches, eta=eta, d=d, momentum=beta, weight_decay=weight_decay)
 
 
 # ------------------------------------------------------------------ weights
