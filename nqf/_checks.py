@@ -351,16 +351,18 @@ def as_real_array(name: str, x, dtype=float):
 
 def require_kind(name: str, ok: object, expected: str, value) -> None:
     """``TypeError`` ``"`name` must be <expected>; got <type> <value>."`` unless ``ok``: the kind check of a
-    rule the caller decides (a chapter parameter's declared type, a claim's kind)."""
+    rule the caller decides (a chapter parameter's declared type, a claim's kind). It raises
+    :func:`wrong_kind` (one wording rule: ``invalid``/``wrong_kind`` build, ``require_*`` test and raise)."""
     if not ok:
-        raise TypeError(f"`{name}` must be {expected}; got {type(value).__name__} {_describe(value)}.")
+        raise wrong_kind(name, f"be {expected}", f"{type(value).__name__} {_describe(value)}")
 
 
 def require_value(name: str, ok: object, expected: str, got: str) -> None:
     """``ValueError`` ``"`name` must be <expected>; got <got>."`` unless ``ok`` (``got``: the text that says what
-    was given, e.g. ``repr(value)`` or ``f"shape {x.shape}"``): the value check of a rule the caller decides."""
+    was given, e.g. ``repr(value)`` or ``f"shape {x.shape}"``): the value check of a rule the caller decides.
+    It raises :func:`invalid`, the one builder of that wording."""
     if not ok:
-        raise ValueError(f"`{name}` must be {expected}; got {got}.")
+        raise invalid(name, f"be {expected}", got)
 
 
 def check_record_every(record_every, num_steps: int) -> int:

@@ -149,12 +149,12 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
         kw = dict(probe=xs[:7], probe_targets=ys[:7], track=("loss", "probe_loss", "outputs"), batches=batches)
         ref = compare_with_nqf(arch, W0, (xs, ys), opt, 30, **kw)
         for form in ("structure", quad):
-            res = compare_with_nqf(arch, W0, (xs, ys), opt, 30, nqf_form=form, **kw)
+            res = compare_with_nqf(arch, W0, (xs, ys), opt, 30, nqf_form=form, key=jax.random.PRNGKey(17), **kw)
             for k in ("loss", "probe_loss", "outputs"):
                 np.testing.assert_allclose(res.nqf[k], ref.nqf[k], rtol=1e-10, atol=1e-13)
                 np.testing.assert_array_equal(res.module[k], ref.module[k])  # the module run is untouched
             np.testing.assert_allclose(res.final["nqf"], ref.final["nqf"], rtol=1e-10, atol=1e-13)
-    one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10, nqf_form="structure")
+    one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10, nqf_form="structure", key=jax.random.PRNGKey(17))
     ref_one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10)
     assert one.nqf["loss"].shape == (11,)
     np.testing.assert_allclose(one.nqf["loss"], ref_one.nqf["loss"], rtol=1e-10)
@@ -166,7 +166,7 @@ def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
     W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
     wrong = lambda W, x: 1.01 * (W[5:] @ W[:5].T @ x)  # noqa: E731  1 % off
     with pytest.raises(ValueError, match="does not equal the matrix-free NQF"):
-        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form=wrong)
+        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form=wrong, key=jax.random.PRNGKey(17))
     with pytest.raises(ValueError, match="nqf_form"):
         compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form="dense")
     sample = lambda k: (xs[:8], ys[:8])  # noqa: E731
@@ -177,7 +177,7 @@ def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
     xb = jax.vmap(big.sample_input)(jax.random.split(jax.random.PRNGKey(0), 20))
     with pytest.raises(ValueError, match="structure-matrix entries"):
         compare_with_nqf(big, 0.01 * jnp.ones((big.p, 2)), (xb, jnp.zeros((20, 8))), optax.sgd(0.1), 5,
-                         nqf_form="structure", check=False)
+                         nqf_form="structure", check=False, key=jax.random.PRNGKey(17))
 
 
 def test_qk_attention_quadratic_is_its_nqf():

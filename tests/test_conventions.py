@@ -60,7 +60,6 @@ ALLOWED: dict[str, dict[str, int]] = {
         # commuting_eigenbasis(seed=0): the seed of a generic combination whose eigenbasis does not depend on it
         "solutions": 1,
         "structure": 4,  # check_theorem1(seed=0); the Theorem-1 probes' PRNGKey(0) (3)
-        "training": 1,  # compare_with_nqf's PRNGKey(17)
     },
     "positional_default": {
         # deep_mlp (3), deep_attention (3): callers in tests/test_deep.py, test_online.py, test_trainer.py;
@@ -70,14 +69,8 @@ ALLOWED: dict[str, dict[str, int]] = {
         "structure": 11,
     },
     "private_import": {},
-    "vocabulary": {
-        "training": 1,  # first_exceedance(steps=)
-    },
-    "raise": {
-        "solutions": 1,  # _scaling.py's fit window (the polyfit lines, owned with the slope rule)
-        "structure": 49,
-        "training": 50,
-    },
+    "vocabulary": {},
+    "raise": {},
 }
 
 

@@ -126,7 +126,7 @@ def test_non_permutation_symmetric_module_raises(kind):
 
 def test_bad_arguments_raise_clear_errors():
     arch = two_layer_mlp(3)
-    with pytest.raises(ValueError, match=r"`p` = 5 does not match .* p = 4"):
+    with pytest.raises(ValueError, match=r"`p` must match .* p = 4; got 5"):
         structure_report(arch, X3, 5)
     with pytest.raises(ValueError, match=r"check `p` \(parameters per neuron\)"):
         structure_report(_mlp(jnp.tanh), X3, 5)

@@ -169,7 +169,7 @@ def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: 
         y = -(a1 - 1.0) * np.log(k)
     else:
         if not float(K) > k.max():
-            raise ValueError(f"`K` (number of modes) must exceed the window's last mode {k.max():g}; got {K!r}.")
+            raise invalid("K", f"exceed the window's last mode {k.max():g} (K: the number of modes)", repr(K))
         y = np.log(k ** (1.0 - a1) - float(K) ** (1.0 - a1))
     return -fit_line(x, y)[0]
 

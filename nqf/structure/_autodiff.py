@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
-from .._checks import check_key, check_real_output, check_tolerance
+from .._checks import check_key, check_real_output, check_tolerance, invalid
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
@@ -85,11 +85,11 @@ class StructureReport(NamedTuple):
 def _input_dtype(name: str, x) -> jnp.dtype:
     leaves = jax.tree_util.tree_leaves(x)
     if not leaves:
-        raise ValueError(f"`{name}` must contain at least one array; got {x!r}.")
+        raise invalid(name, "contain at least one array", repr(x))
     for i, leaf in enumerate(leaves):
         dt = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
         if not np.issubdtype(dt, np.number):
-            raise ValueError(f"`{name}` must hold numeric arrays; leaf {i} has dtype {dt}.")
+            raise invalid(name, "hold numeric arrays", f"leaf {i} of dtype {dt}")
         check_finite(name if len(leaves) == 1 else f"{name} (leaf {i})", leaf)
     return _float_dtype(x)
 
@@ -154,12 +154,11 @@ def _check_call(apply, x, p: int, d: int, dtype):
         raise
     except (TypeError, IndexError) as err:
         shapes = jax.tree_util.tree_map(np.shape, x)
-        raise ValueError(
-            f"module(W, x) failed for W of shape (p, d) = ({p}, {d}) and x of shape {shapes}; "
-            f"check `p` (parameters per neuron) and the shape of `x`. Original error: {err}"
-        ) from err
+        raise invalid("module", f"accept W of shape (p, d) = ({p}, {d}) and x of shape {shapes} (check `p` "
+                                f"(parameters per neuron) and the shape of `x`)",
+                      f"module(W, x) failed with: {err}") from err
     if not hasattr(out, "shape") or len(out.shape) > 1:
-        raise ValueError(f"module output must be a scalar or an (o,) vector; got {out}.")
+        raise invalid("module", "return a scalar or an (o,) vector", out)
     check_real_output("module", out)  # not jacrev's "requires real-valued outputs"
     return None if len(out.shape) == 0 else out.shape[0]
 
@@ -250,7 +249,7 @@ def structure_reports(
     """
     inputs = list(xs)
     if not inputs:
-        raise ValueError("`xs` must hold at least one input; got an empty sequence.")
+        raise invalid("xs", "hold at least one input", "an empty sequence")
     probe = _compiled(_probe, module)
     return [_report(module, x, p, d=d, key=key, rtol=rtol, probe=probe)[0] for x in inputs]
 
@@ -259,7 +258,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     """:func:`structure_report`, and the module's values at ``W_extra`` from the same compiled pass."""
     apply, p = module_function(module, p)
     if not isinstance(d, (int, np.integer)) or d < 2:
-        raise ValueError(f"`d` must be an int >= 2 (cross-neuron blocks need two neurons); got {d!r}.")
+        raise invalid("d", "be an int >= 2 (cross-neuron blocks need two neurons)", repr(d))
     d = int(d)
     dtype = _input_dtype("x", x)
     outputs = _check_call(apply, x, p, d, dtype)
@@ -274,8 +273,8 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)
     if not (np.all(np.isfinite(f0)) and np.all(np.isfinite(f_pts))):
         where = "at W = 0" if not np.all(np.isfinite(f0)) else "at the random probe weights"
-        raise ValueError(f"`module` returns non-finite values (NaN/inf) {where} on this `x`; Theorem 1 needs a "
-                         "module that is finite (and C^3) near W = 0.")
+        raise invalid("module", "be finite (and C^3) near W = 0 (Theorem 1)",
+                      f"non-finite values (NaN/inf) {where} on this `x`")
     steps = taylor_steps(dtype)
 
     blocks = np.transpose(H0, (0, 2, 4, 1, 3))  # (o, d, d, p, p): blocks[:, i, j] = H_ij
@@ -339,25 +338,27 @@ def structure_matrix(
     """
     rep = structure_report(module, x, p, d=d, key=key)
     if not rep.finite:
-        raise ValueError("module derivatives at W = 0 are not finite (NaN/inf gradient or Hessian); "
-                         "Theorem 1 needs a C^3 module.")
+        raise invalid("module", "be C^3 near W = 0 (Theorem 1)",
+                      "module derivatives at W = 0 that are not finite (NaN/inf gradient or Hessian)")
     if not rep.smooth_at_zero:
-        raise ValueError(
-            f"module is not smooth at W = 0: the autodiff Hessian does not predict the gradient near 0 "
-            f"(Taylor residual ratio {rep.smooth_ratio:.3g}; a kink such as ReLU gives 2, a C^3 module "
-            f">= 4). Theorem 1 needs a C^3 module; autodiff's A would be silently wrong.")
+        raise invalid(
+            "module", "be C^3 (Theorem 1; autodiff's A would be silently wrong)",
+            f"a module that is not smooth at W = 0: the autodiff Hessian does not predict the gradient near 0 "
+            f"(Taylor residual ratio {rep.smooth_ratio:.3g}; a kink such as ReLU gives 2, a C^3 module >= 4)")
     if not rep.permutation_symmetric:
-        raise ValueError(
-            f"module is not permutation-symmetric in its neurons (the columns of W): relative "
+        raise invalid(
+            "module", "be permutation-symmetric in its neurons, the columns of W (Def. 1 / Theorem 1)",
+            f"a module that is not permutation-symmetric in its neurons: relative "
             f"|f(W) - f(W sigma)| = {rep.permutation_residual:.3g} at a random W; at W = 0 max |H_ii - H_11| = "
             f"{rep.diag_block_spread:.3g}, max |H_ij - H_12| = {rep.cross_block_spread:.3g}, max |grad_i - grad_1| "
-            f"= {rep.grad_spread:.3g} (tolerance {rep.tol:.3g}). Def. 1 / Theorem 1 do not apply.")
+            f"= {rep.grad_spread:.3g} (tolerance {rep.tol:.3g})")
     if not rep.zgz and not allow_general:
-        raise ValueError(
-            f"module breaks ZGZ (Property 1): |g(x)| = {rep.grad_norm:.3g}, |B(x)| = "
+        raise invalid(
+            "module", "satisfy ZGZ (use structure_report(...) for the general form of Eq. (20), or "
+                      "allow_general=True to get its A)",
+            f"a module that breaks ZGZ (Property 1): |g(x)| = {rep.grad_norm:.3g}, |B(x)| = "
             f"{float(jnp.linalg.norm(rep.B)):.3g} (max cross block {rep.max_cross_block:.3g}, tolerance "
-            f"{rep.tol:.3g}); use structure_report(...) for the general form of Eq. (20), or "
-            f"allow_general=True to get its A.")
+            f"{rep.tol:.3g})")
     return rep.A
 
 
@@ -398,13 +399,13 @@ def structure_stack(
     """
     apply, p = module_function(arch_or_module, p, name="arch_or_module")
     if not isinstance(d, (int, np.integer)) or d < 2:
-        raise ValueError(f"`d` must be an int >= 2; got {d!r}.")
+        raise invalid("d", "be an int >= 2", repr(d))
     if method not in ("auto", "closed", "autodiff"):
-        raise ValueError(f"`method` must be 'auto', 'closed' or 'autodiff'; got {method!r}.")
+        raise invalid("method", "be 'auto', 'closed' or 'autodiff'", repr(method))
     _input_dtype("xs", xs)
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(xs)}
     if len(sizes) != 1 or None in sizes:
-        raise ValueError(f"every leaf of `xs` needs the same leading batch axis; got leading sizes {sizes}.")
+        raise invalid("xs", "have the same leading batch axis on every leaf", f"leading sizes {sizes}")
     if isinstance(arch_or_module, Architecture):
         one = jax.eval_shape(arch_or_module.sample_input, jax.random.PRNGKey(0))
         got, want = jax.tree_util.tree_leaves(xs), jax.tree_util.tree_leaves(one)
@@ -413,16 +414,17 @@ def structure_stack(
         got = jax.tree_util.tree_map(np.shape, xs)
         if not ok:
             one_shapes = jax.tree_util.tree_map(lambda s: tuple(s.shape), one)
-            raise ValueError(f"`xs` must be a batch of inputs of {arch_or_module.name!r}: a leading sample axis on "
-                             f"inputs of shape {one_shapes}; got shapes {got} (for one input use structure_matrix, "
-                             f"or add the axis with x[None]).")
+            raise invalid("xs", f"be a batch of inputs of {arch_or_module.name!r}: a leading sample axis on "
+                                f"inputs of shape {one_shapes} (for one input use structure_matrix, or add the axis "
+                                f"with x[None])", f"shapes {got}")
     if sizes == {0}:
-        raise ValueError("`xs` is an empty batch (leading axis of length 0); give at least one input.")
+        raise invalid("xs", "hold at least one input", "an empty batch (leading axis of length 0)")
     first = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
     if check:
         structure_matrix(arch_or_module, first, p, d=d, allow_general=allow_general)
     if method == "closed" and not isinstance(arch_or_module, Architecture):
-        raise ValueError("method='closed' needs an Architecture (a plain module has no closed form).")
+        raise invalid("method", "not be 'closed' for a plain module (method='closed' needs an Architecture: a plain "
+                             "module has no closed form)", "'closed'")
     if method in ("closed", "auto") and isinstance(arch_or_module, Architecture):
         return _compiled(_closed_structure, arch_or_module, True, fast=False)(xs)
     return _compiled(_autodiff_structure, arch_or_module, p, int(d), True)(xs)
@@ -434,7 +436,7 @@ def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
     Falls back to the absolute error when the autodiff $A$ vanishes.
     """
     if not isinstance(arch, Architecture):
-        raise ValueError(f"`arch` must be an Architecture; got {type(arch).__name__}.")
+        raise invalid("arch", "be an Architecture", type(arch).__name__)
     _input_dtype("x", x)
     closed = _compiled(_closed_structure, arch, False)(x)
     return relative_error(closed, _compiled(_autodiff_structure, arch, arch.p, int(d), False)(x))

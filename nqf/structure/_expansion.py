@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_shape
+from .._checks import invalid
 from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
@@ -40,7 +41,7 @@ def nqf_expansion(
     """
     A, W = jnp.asarray(A), jnp.asarray(W)
     if A.ndim not in (2, 3) or A.shape[-1] != A.shape[-2]:
-        raise ValueError(f"`A` must have shape (p, p) or (o, p, p); got shape {A.shape}.")
+        raise invalid("A", "have shape (p, p) or (o, p, p)", f"shape {A.shape}")
     lead, p = A.shape[:-2], A.shape[-1]
     check_shape("W", W, (p, None), "one column per neuron, p rows to match `A`")
     check_finite("W", W)
@@ -87,10 +88,10 @@ def remainder_scaling(
     """
     apply = module.apply if isinstance(module, Architecture) else module
     if not callable(apply):
-        raise ValueError(f"`module` must be an Architecture or a callable apply(W, x); got {type(module).__name__}.")
+        raise invalid("module", "be an Architecture or a callable apply(W, x)", type(module).__name__)
     scales = np.logspace(-3, -1, 10) if scales is None else np.asarray(scales, dtype=float)
     if scales.ndim != 1 or scales.size < 2 or np.any(scales <= 0):
-        raise ValueError(f"`scales` must be a 1-D array of at least 2 positive numbers; got {scales!r}.")
+        raise invalid("scales", "be a 1-D array of at least 2 positive numbers", repr(scales))
     W = jnp.asarray(W_direction)
     f0 = apply(jnp.zeros_like(W), x)
     eps = float(jnp.finfo(jnp.result_type(W, float)).eps)

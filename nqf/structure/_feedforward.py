@@ -29,6 +29,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import is_concrete
 from .._checks import check_finite
+from .._checks import invalid
 from .._types import ArrayLike
 from .._types import Input
 from ..architectures import Architecture
@@ -37,7 +38,7 @@ from ..architectures import Architecture
 
 def _check_split(n1, p: int) -> int:
     if not isinstance(n1, (int, np.integer)) or isinstance(n1, bool) or not 1 <= n1 < p:
-        raise ValueError(f"`n1` (rows of C, the first parameter group) must be an int in [1, {p}); got {n1!r}.")
+        raise invalid("n1", f"be an int in [1, {p}) (the rows of C, the first parameter group)", repr(n1))
     return int(n1)
 
 
@@ -51,7 +52,7 @@ def split_structure(A: Float[ArrayLike, "*o p p"], n1: int, *, rtol: float = 1e-
     """
     shape = tuple(np.shape(A))
     if len(shape) not in (2, 3) or shape[-1] != shape[-2]:
-        raise ValueError(f"`A` must have shape (p, p) or (o, p, p); got shape {shape}.")
+        raise invalid("A", "have shape (p, p) or (o, p, p)", f"shape {shape}")
     p = shape[-1]
     n1 = _check_split(n1, p)
     if not is_concrete(A):  # under jit: no value checks
@@ -62,9 +63,10 @@ def split_structure(A: Float[ArrayLike, "*o p p"], n1: int, *, rtol: float = 1e-
     top, bottom = np.max(np.abs(arr[..., :n1, :n1])), np.max(np.abs(arr[..., n1:, n1:]))
     asym = np.max(np.abs(arr - np.swapaxes(arr, -1, -2)))
     if max(top, bottom, asym) > tol:
-        raise ValueError(
-            f"`A` is not of the feed-forward form of Eq. (17) at n1 = {n1}: max |A[:n1, :n1]| = {top:.3g}, "
-            f"max |A[n1:, n1:]| = {bottom:.3g}, max |A - A^T| = {asym:.3g} (tolerance {tol:.3g}).")
+        raise invalid(
+            "A", f"be of the feed-forward form of Eq. (17) at n1 = {n1} (tolerance {tol:.3g})",
+            f"a matrix not of the feed-forward form of Eq. (17) at n1 = {n1}: max |A[:n1, :n1]| = {top:.3g}, "
+            f"max |A[n1:, n1:]| = {bottom:.3g}, max |A - A^T| = {asym:.3g}")
     return jnp.asarray(2.0 * arr[..., :n1, n1:])  # numpy slicing: no per-shape compilation
 
 
@@ -78,7 +80,7 @@ def feedforward_splits(A: Float[ArrayLike, "*o p p"], *, rtol: float = 1e-12) ->
     """
     shape = tuple(np.shape(A))
     if len(shape) not in (2, 3) or shape[-1] != shape[-2]:
-        raise ValueError(f"`A` must have shape (p, p) or (o, p, p); got shape {shape}.")
+        raise invalid("A", "have shape (p, p) or (o, p, p)", f"shape {shape}")
     check_finite("A", A)
     found = []
     for n1 in range(1, shape[-1]):
@@ -93,7 +95,7 @@ def feedforward_splits(A: Float[ArrayLike, "*o p p"], *, rtol: float = 1e-12) ->
 def split_weights(W: Float[ArrayLike, "p d"], n1: int) -> tuple[Float[Array, "n1 d"], Float[Array, "n2 d"]]:
     r"""$(Z_1, Z_2) = (W_{[:n_1]}, W_{[n_1:]})$ of Eq. (18); neurons are the columns of ``W``."""
     if np.ndim(W) != 2:
-        raise ValueError(f"`W` must have shape (p, d), one column per neuron; got shape {np.shape(W)}.")
+        raise invalid("W", "have shape (p, d), one column per neuron", f"shape {np.shape(W)}")
     n1 = _check_split(n1, np.shape(W)[0])
     W = jnp.asarray(W)
     return W[:n1], W[n1:]
@@ -102,12 +104,11 @@ def split_weights(W: Float[ArrayLike, "p d"], n1: int) -> tuple[Float[Array, "n1
 def _check_pair(W, C) -> tuple[Array, Array]:
     cshape = tuple(np.shape(C))
     if len(cshape) not in (2, 3):
-        raise ValueError(f"`C` must have shape (n1, n2) or (o, n1, n2); got shape {cshape}.")
+        raise invalid("C", "have shape (n1, n2) or (o, n1, n2)", f"shape {cshape}")
     n1, n2 = cshape[-2:]
     if np.ndim(W) != 2 or np.shape(W)[0] != n1 + n2:
-        raise ValueError(
-            f"`W` must have shape (n1 + n2, d) = ({n1 + n2}, *) to match `C` of shape {cshape} "
-            f"(one column per neuron); got shape {np.shape(W)}.")
+        raise invalid("W", f"have shape (n1 + n2, d) = ({n1 + n2}, *) to match `C` of shape {cshape} "
+                           f"(one column per neuron)", f"shape {np.shape(W)}")
     return jnp.asarray(W), jnp.asarray(C)
 
 
@@ -152,9 +153,9 @@ def feedforward_form(arch: Architecture, x: Input, W: Float[ArrayLike, "p d"], n
     or ``W`` does not have ``arch.p`` rows.
     """
     if not isinstance(arch, Architecture):
-        raise ValueError(f"`arch` must be an nqf Architecture; got {type(arch).__name__}.")
+        raise invalid("arch", "be an nqf Architecture", type(arch).__name__)
     if np.ndim(W) != 2 or np.shape(W)[0] != arch.p:
-        raise ValueError(f"`W` must have shape (p, d) = ({arch.p}, *) for {arch.name!r}; got shape {np.shape(W)}.")
+        raise invalid("W", f"have shape (p, d) = ({arch.p}, *) for {arch.name!r}", f"shape {np.shape(W)}")
     C = split_structure(arch.structure(x), n1)
     Z1, Z2 = split_weights(W, n1)
     return FeedforwardForm(C, Z1, Z2, Z2 @ Z1.T, representation(W, C), feedforward_output(W, C))

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_key
+from .._checks import check_key, invalid
 from ..architectures import Architecture
 from ._neurons import split_params
 from ._probes import SMOOTH_RATIO
@@ -132,18 +132,21 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
 def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
     eps_tol = 1e-8
     if not chk.finite:
-        raise ValueError(f"`module` {name}: derivatives at W = 0 are not finite; Theorem 1 needs a C^3 module.")
+        raise invalid("module", "be C^3 (Theorem 1)", f"{name}, whose derivatives at W = 0 are not finite")
     if chk.smooth_ratio < SMOOTH_RATIO:
-        raise ValueError(
-            f"`module` {name} is not smooth at W = 0 (Taylor ratio of the gradient {chk.smooth_ratio:.3g}; a kink "
-            f"such as ReLU gives 2, a C^3 module >= 4): Theorem 1's hypotheses fail and no NQF exists.")
+        raise invalid(
+            "module", "be C^3 at W = 0 (else Theorem 1's hypotheses fail and no NQF exists)",
+            f"{name} is not smooth at W = 0 (Taylor ratio of the gradient {chk.smooth_ratio:.3g}; a kink "
+            f"such as ReLU gives 2, a C^3 module >= 4)")
     if chk.permutation_residual > eps_tol:
-        raise ValueError(
-            f"`module` {name} is not permutation-symmetric in its neurons (relative |f(W) - f(W sigma)| = "
-            f"{chk.permutation_residual:.3g} > {eps_tol:g}): Def. 1 / Theorem 1 do not apply. Check `neuron_axes`.")
+        raise invalid(
+            "module", "be permutation-symmetric in its neurons (Def. 1 / Theorem 1; check `neuron_axes`)",
+            f"{name} is not permutation-symmetric in its neurons (relative |f(W) - f(W sigma)| = "
+            f"{chk.permutation_residual:.3g} > {eps_tol:g})")
     if chk.zgz_residual > eps_tol:
-        raise ValueError(
-            f"`module` {name} breaks ZGZ (Property 1): the gradient of a zero neuron is {chk.zgz_residual:.3g} of "
-            f"the gradient at a random W (> {eps_tol:g}); its NQF has extra terms (Eq. 20) and this comparison "
-            f"does not apply.")
+        raise invalid(
+            "module", "satisfy ZGZ (Property 1; otherwise its NQF has extra terms, Eq. 20, and this comparison "
+                      "does not apply)",
+            f"{name} breaks ZGZ (Property 1): the gradient of a zero neuron is {chk.zgz_residual:.3g} of "
+            f"the gradient at a random W (> {eps_tol:g})")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import equinox as eqx
 
-from .._checks import check_size
+from .._checks import check_size, invalid, wrong_kind
 from ..architectures import Architecture
 
 
@@ -33,12 +33,12 @@ def module_function(module: Any, p: int | None = None, *, name: str = "module") 
     ``(p, d)`` weights (then ``p`` is required). ``TypeError`` for a module that is neither."""
     if isinstance(module, Architecture):
         if p is not None and p != module.p:
-            raise ValueError(f"`p` = {p} does not match the architecture {module.name!r}, which has p = {module.p}.")
+            raise invalid("p", f"match the architecture {module.name!r}, which has p = {module.p}", p)
         return module.apply, module.p
     if not callable(module):
-        raise TypeError(f"`{name}` must be an nqf Architecture or a callable apply(W, x); got {type(module).__name__}.")
+        raise wrong_kind(name, "be an nqf Architecture or a callable apply(W, x)", type(module).__name__)
     if p is None:
-        raise ValueError("`p` (parameters per neuron) is required for a plain callable module; got None.")
+        raise invalid("p", "be given: `p` (parameters per neuron) is required for a plain callable module", "None")
     check_size("p", p)
     return module, int(p)
 
@@ -48,12 +48,12 @@ def model_function(apply: Callable | None, params: Any, *, name: str = "apply", 
     the callable equinox Module ``params`` (:func:`call_module`). ``TypeError`` for any other kind."""
     if apply is None:
         if not (isinstance(params, eqx.Module) and callable(params)):
-            raise TypeError(f"`{params_name}` must be a callable equinox Module when `{name}` is None, or give "
-                            f"`{name}(params, x)` with `{params_name}` its parameters (e.g. a flax model's `apply` "
-                            f"and its variables); got {type(params).__name__}.")
+            raise wrong_kind(params_name, f"be a callable equinox Module when `{name}` is None, or give "
+                                          f"`{name}(params, x)` with `{params_name}` its parameters (e.g. a flax "
+                                          f"model's `apply` and its variables)", type(params).__name__)
         return call_module
     if not callable(apply):
-        raise TypeError(f"`{name}` must be a callable apply(params, x); got {type(apply).__name__}.")
+        raise wrong_kind(name, "be a callable apply(params, x)", type(apply).__name__)
     return apply
 
 
@@ -71,7 +71,8 @@ def model_neuron_axes(params: Any, neuron_axes: Any, name: str) -> Any:
         na = getattr(params, "neuron_axes", None)
         neuron_axes = na() if callable(na) else na
     if neuron_axes is None:
-        raise ValueError(
-            f"`neuron_axes` is required for `model` {name}: the neuron axis of each leaf, as jax.vmap's in_axes "
-            f"(None for leaves shared by all neurons), or a method `neuron_axes()` on the model.")
+        raise invalid(
+            "neuron_axes", f"be given for `model` {name}: the neuron axis of each leaf, as jax.vmap's in_axes "
+                           f"(None for leaves shared by all neurons), or a method `neuron_axes()` on the model",
+            "None (`neuron_axes` is required)")
     return neuron_axes

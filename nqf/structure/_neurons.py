@@ -12,6 +12,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._checks import invalid
+
 
 def is_axis_leaf(a) -> bool:
     return a is None or isinstance(a, (int, np.integer))
@@ -25,9 +27,9 @@ def broadcast_axes(params, neuron_axes, name: str = "params"):
         return jax.tree_util.tree_map(
             lambda a, sub: jax.tree_util.tree_map(lambda _: a, sub), neuron_axes, params, is_leaf=is_axis_leaf)
     except ValueError as err:
-        raise ValueError(
-            f"`neuron_axes` must be a prefix of the parameter pytree `{name}` (as vmap's in_axes are of its "
-            f"arguments), with ints or None at its leaves; {err}") from err
+        raise invalid(
+            "neuron_axes", f"be a prefix of the parameter pytree `{name}` (as vmap's in_axes are of its "
+                           f"arguments), with ints or None at its leaves", f"a mismatch: {err}") from err
 
 
 def neuron_leaves(params, neuron_axes, name: str = "params"):
@@ -42,19 +44,20 @@ def neuron_leaves(params, neuron_axes, name: str = "params"):
             out.append(None)
             continue
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise ValueError(f"`neuron_axes` leaf {i} must be an int or None; got {a!r}.")
+            raise invalid("neuron_axes", f"hold an int or None at leaf {i}", repr(a))
         if not eqx.is_inexact_array(leaf):
-            raise ValueError(f"`neuron_axes` gives an axis ({a}) to leaf {i} of `{name}`, which is not a float "
-                             f"array ({type(leaf).__name__}); give it None.")
+            raise invalid("neuron_axes", f"give None to leaf {i} of `{name}`, which is not a float array "
+                                         f"({type(leaf).__name__})", f"an axis ({a})")
         if not -leaf.ndim <= a < leaf.ndim:
-            raise ValueError(f"neuron axis {a} is out of range for leaf {i} of `{name}` of shape {leaf.shape}.")
+            raise invalid("neuron_axes", f"give leaf {i} of `{name}` of shape {leaf.shape} a neuron axis in range", f"neuron axis {a}, which is out of range")
         out.append(int(a) % leaf.ndim)
         sizes.append(leaf.shape[a])
     if not sizes:
-        raise ValueError(f"`neuron_axes` marks no leaf of `{name}` as a neuron leaf (every axis is None).")
+        raise invalid("neuron_axes", f"mark at least one leaf of `{name}` as a neuron leaf",
+                      "no leaf marked (every axis None)")
     if len(set(sizes)) != 1:
-        raise ValueError(f"every neuron leaf of `{name}` must have the same number of neurons d along its "
-                         f"neuron axis; got sizes {sizes}.")
+        raise invalid(name, "have the same number of neurons d along the neuron axis of every neuron leaf",
+                      f"sizes {sizes}")
     return leaves, treedef, tuple(out), int(sizes[0])
 
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from .._checks import invalid
 from .._fit import loglog_slope
 from .._types import ArrayLike
 from .._types import Input
@@ -53,7 +54,7 @@ class Theorem1Check(NamedTuple):
 
 def _check_int(name: str, value, low: int, why: str) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}{why}; got {value!r}.")
+        raise invalid(name, f"be an int >= {low}{why}", repr(value))
     return int(value)
 
 
@@ -88,13 +89,12 @@ def check_theorem1(
     when ``arch.structure(x)`` is evaluated, before anything is compiled.
     """
     if not isinstance(arch, Architecture):
-        raise ValueError(f"`arch` must be an nqf Architecture (it carries the closed form); "
-                         f"got {type(arch).__name__}.")
+        raise invalid("arch", "be an nqf Architecture (it carries the closed form)", type(arch).__name__)
     rays = _check_int("rays", rays, 1, "")
     width = _check_int("width", width, 2, " (permutations and cross blocks need two neurons)")
     scales = np.logspace(-3, -1, 10) if scales is None else np.asarray(scales, dtype=float)
     if scales.ndim != 1 or scales.size < 2 or np.any(scales <= 0) or not np.all(np.isfinite(scales)):
-        raise ValueError(f"`scales` must be a 1-D array of at least 2 positive numbers; got {scales!r}.")
+        raise invalid("scales", "be a 1-D array of at least 2 positive numbers", repr(scales))
     key = jax.random.PRNGKey(seed)
     if x is None:
         x = arch.sample_input(jax.random.split(key)[0])

@@ -15,6 +15,7 @@ from jaxtyping import Float, Real
 
 from .._checks import check_option
 from .._checks import check_real
+from .._checks import invalid
 from .._types import ArrayLike
 
 
@@ -28,9 +29,9 @@ def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
-        raise ValueError(f"`a` and `b` must have the same shape; got {a.shape} and {b.shape}.")
+        raise invalid("b", "have the shape of `a`", f"{a.shape} and {b.shape}")
     if not 0 <= int(time_axis) < max(a.ndim, 1):
-        raise ValueError(f"`time_axis` must index an axis of `a` (ndim {a.ndim}); got {time_axis!r}.")
+        raise invalid("time_axis", f"index an axis of `a` (ndim {a.ndim})", repr(time_axis))
     axes = tuple(range(int(time_axis) + 1, a.ndim))
     diff = np.sqrt(np.sum((a - b) ** 2, axis=axes)) if axes else np.abs(a - b)
     if reference is None:
@@ -69,11 +70,11 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
     v = np.asarray(values, dtype=float)
     check_option("rising", rising, (True, False))
     if t.ndim != 1 or t.size == 0:
-        raise ValueError(f"`times` must be a non-empty 1-D array of record times; got shape {t.shape}.")
+        raise invalid("times", "be a non-empty 1-D array of record times", f"shape {t.shape}")
     if v.ndim == 0 or not -v.ndim <= int(axis) < v.ndim or v.shape[int(axis)] != t.size:
-        raise ValueError(f"`values` must carry the {t.size} records on axis {axis}; got shape {v.shape}.")
+        raise invalid("values", f"carry the {t.size} records on axis {axis}", f"shape {v.shape}")
     if t.size > 1 and not np.all(np.diff(t) > 0):
-        raise ValueError(f"`times` must be strictly increasing (record times); got {t[:5]}...")
+        raise invalid("times", "be strictly increasing (record times)", f"{t[:5]}...")
     v = np.moveaxis(v, int(axis), 0)
     lv = np.asarray(level, dtype=float)
     shape = np.broadcast_shapes(v.shape[1:], lv.shape)
@@ -98,16 +99,17 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
     return np.where(crossed, out, float(if_never))
 
 
-def first_exceedance(steps: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:
-    """The agreement window: the first recorded step at which ``gap`` (last axis: time) reaches ``threshold``
+def first_exceedance(times: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:
+    """The agreement window: the first record time ``times`` (the recorded steps) at which ``gap`` (last axis: time)
+    reaches ``threshold``
     or is not finite (:func:`first_crossing` with ``nan_crosses=True``, no interpolation).
 
     Returns an array of shape ``gap.shape[:-1]`` of floats: the step, or ``inf`` where the gap stays below the
     threshold. A NaN or infinite gap (a diverged run) counts as parted.
     """
-    steps, gap = np.asarray(steps), np.asarray(gap, dtype=float)
+    times, gap = np.asarray(times), np.asarray(gap, dtype=float)
     check_real("threshold", threshold)
-    if steps.ndim != 1 or gap.ndim < 1 or gap.shape[-1] != steps.shape[0]:
-        raise ValueError(f"`gap` must have the recorded steps on its last axis ({steps.shape[0] if steps.ndim == 1 else '?'} "
-                         f"of them, `steps` must be 1-D); got steps {steps.shape} and gap {gap.shape}.")
-    return first_crossing(steps, gap, threshold, axis=-1, interpolate=False, nan_crosses=True)
+    if times.ndim != 1 or gap.ndim < 1 or gap.shape[-1] != times.shape[0]:
+        raise invalid("gap", f"have the recorded steps on its last axis ({times.shape[0] if times.ndim == 1 else '?'} "
+                             f"of them, `times` must be 1-D)", f"times {times.shape} and gap {gap.shape}")
+    return first_crossing(times, gap, threshold, axis=-1, interpolate=False, nan_crosses=True)

@@ -51,6 +51,7 @@ from .._checks import check_float64
 from .._checks import check_int
 from .._checks import check_key
 from .._checks import check_record_every
+from .._checks import invalid
 from ..architectures import Architecture
 from ..model import mse
 from ..structure import check_hypotheses
@@ -162,7 +163,8 @@ def _form_gap(apply, quadratic, W, xs, f0, A):
 
 def _nqf_parts(form, arch, xs, W_one, key_check, name):
     """``(f0, A)`` for the samples ``xs`` (``A = None`` for a closed-form ``quadratic``), after checking the
-    fast form against the matrix-free NQF at ``W_one`` and at a random ``W`` of unit scale on 4 inputs."""
+    fast form against the matrix-free NQF at ``W_one`` and (``key_check`` not None) at a random ``W`` of unit scale
+    from ``key_check``, on 4 inputs."""
     f0 = _zero_outputs(arch.apply, xs, jnp.zeros_like(W_one))
     A = None
     quadratic = None if form == "structure" else form
@@ -170,17 +172,20 @@ def _nqf_parts(form, arch, xs, W_one, key_check, name):
         m = _leading(xs)
         entries = m * int(np.prod(jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], xs)).shape))
         if entries > _MAX_STRUCTURE_ENTRIES:
-            raise ValueError(f"nqf_form='structure' would hold {entries:.2e} structure-matrix entries for {m} samples "
-                             f"of {name} (limit {_MAX_STRUCTURE_ENTRIES:.0e}); use the matrix-free form or a closed-form "
-                             "quadratic(W, x).")
+            raise invalid("nqf_form", f"hold at most {_MAX_STRUCTURE_ENTRIES:.0e} structure-matrix entries (use the "
+                                      "matrix-free form or a closed-form quadratic(W, x))",
+                          f"nqf_form='structure', which would hold {entries:.2e} structure-matrix entries for {m} "
+                          f"samples of {name}")
         A = _structures(arch, xs)
     head = jax.tree_util.tree_map(lambda a: a[:4], xs)
     f0h, Ah = f0[:4], None if A is None else A[:4]
-    for W in (W_one, jax.random.normal(key_check, W_one.shape, W_one.dtype)):
+    Ws = (W_one,) if key_check is None else (W_one, jax.random.normal(key_check, W_one.shape, W_one.dtype))
+    for W in Ws:
         err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
         if not err <= 1e-9 * max(scale, 1e-300):
-            raise ValueError(f"`nqf_form` of {name} does not equal the matrix-free NQF f_x(0) + D^2 f_x(0)[W, W]/2: "
-                             f"largest difference {err:.3e} on the first inputs against outputs of size {scale:.3e}.")
+            raise invalid("nqf_form", "equal the matrix-free NQF f_x(0) + D^2 f_x(0)[W, W]/2",
+                          f"a form of {name} that does not equal the matrix-free NQF: largest difference {err:.3e} "
+                          f"on the first inputs against outputs of size {scale:.3e}")
     return f0, A
 
 
@@ -188,11 +193,11 @@ def _nqf_parts(form, arch, xs, W_one, key_check, name):
 def _leading(x) -> int:
     leaves = jax.tree_util.tree_leaves(x)
     if not leaves:
-        raise ValueError("`data` inputs must contain at least one array.")
+        raise invalid("data", "have inputs with at least one array", "inputs without arrays")
     sizes = {np.shape(l)[0] if np.ndim(l) else None for l in leaves}
     if len(sizes) != 1 or None in sizes:
-        raise ValueError(f"every input array of `data` must have the same leading (sample) axis; got leading "
-                         f"sizes {sorted(map(str, sizes))}.")
+        raise invalid("data", "have the same leading (sample) axis on every input array",
+                      f"leading sizes {sorted(map(str, sizes))}")
     return sizes.pop()
 
 
@@ -239,7 +244,9 @@ def compare_with_nqf(
         neuron_axes: for a pytree ``W0``, the neuron axis of each leaf, a prefix pytree like ``jax.vmap``'s
             ``in_axes`` (``None`` = a leaf shared by all neurons: held fixed, not trained).
         batches: ``None`` (full batch) or an int array ``(steps, b)`` of sample indices, one row per step.
-        key: PRNG key for ``sample``; the module and the NQF see the same batches.
+        key: PRNG key for ``sample``; the module and the NQF see the same batches. With array ``data`` and a fast
+            ``nqf_form``, the key of the random ``W`` (unit scale) at which the form is also checked against the
+            matrix-free NQF (``None``: checked at ``W0`` only; the book passes ``jax.random.PRNGKey(17)``).
         probe: inputs (leading sample axis) on which ``"outputs"`` are recorded.
         probe_targets: their targets, for ``"probe_loss"``.
         track: any of ``"loss"`` (full training set; needs array ``data``), ``"probe_loss"``,
@@ -267,16 +274,16 @@ def compare_with_nqf(
         apply, name = module.apply, repr(module.name)
         W0 = jnp.asarray(W0)
         if W0.ndim not in (2, 3) or W0.shape[-2] != module.p:
-            raise ValueError(f"`W0` must have shape (p, d) = ({module.p}, *) or (B, {module.p}, *) for the "
-                             f"architecture {module.name!r}; got shape {W0.shape}.")
+            raise invalid("W0", f"have shape (p, d) = ({module.p}, *) or (B, {module.p}, *) for the "
+                                f"architecture {module.name!r}", f"shape {W0.shape}")
         batched = W0.ndim == 3
         neuron_axes = 1
     else:
         name = model_name(module, W0)  # the class of an equinox Module W0 called as W0(x)
         module = model_function(module, W0, name="module", params_name="W0")
         if neuron_axes is None:
-            raise ValueError("`neuron_axes` is required with a callable module: give the neuron axis of each "
-                             "leaf of `W0` as jax.vmap's in_axes (None for shared leaves).")
+            raise invalid("neuron_axes", "be given with a callable module: the neuron axis of each leaf of `W0` as "
+                                         "jax.vmap's in_axes (None for shared leaves)", "None")
         apply, batched = module, False
     # ---- the optimiser and the options
     optimizer = as_optimizer("optimizer", optimizer)
@@ -285,71 +292,72 @@ def compare_with_nqf(
         check_key("key", key)
     record_every = check_record_every(record_every, steps)
     if not (isinstance(threshold, (float, int, np.floating)) and 0.0 < float(threshold) < 1.0):
-        raise ValueError(f"`threshold` must be a number in (0, 1); got {threshold!r}.")
+        raise invalid("threshold", "be a number in (0, 1)", repr(threshold))
     track = (track,) if isinstance(track, str) else tuple(track)
     bad = [t for t in track if t not in TRACKABLE]
     if bad or not track:
-        raise ValueError(f"`track` must be a non-empty subset of {TRACKABLE}; got {track!r}.")
+        raise invalid("track", f"be a non-empty subset of {TRACKABLE}", repr(track))
     if "singular_values" in track and not callable(linear_map):
-        raise ValueError("`linear_map` (params -> matrix) is required to track 'singular_values'.")
+        raise invalid("linear_map", "be a callable params -> matrix to track 'singular_values'", repr(linear_map))
     gap_on = gap_on or ("outputs" if "outputs" in track else track[0])
     if gap_on not in track:
-        raise ValueError(f"`gap_on` must be one of the tracked quantities {track}; got {gap_on!r}.")
+        raise invalid("gap_on", f"be one of the tracked quantities {track}", repr(gap_on))
     # ---- the data
     sample = None
     if callable(data):
         if batches is not None:
-            raise ValueError("give either a sampling function `data` or `batches`, not both.")
+            raise invalid("batches", "be None when `data` is a sampling function (give one of the two)", "an array")
         if key is None:
-            raise ValueError("`key` is required when `data` is a sampling function sample(key).")
+            raise invalid("key", "be given (a PRNG key) when `data` is a sampling function sample(key)", "None")
         if "loss" in track:
-            raise ValueError("'loss' (full training set) needs array data; track 'probe_loss' with a `probe`.")
+            raise invalid("track", "not hold 'loss' (the full training set) with a sampling function `data`: it needs "
+                                 "array data; track 'probe_loss' with a `probe`", repr(track))
         sample = data
         xs = ys = None
         x_first = jax.tree_util.tree_map(lambda a: a[0], sample(key)[0])
     else:
         if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise ValueError(f"`data` must be a pair (xs, ys) or a function sample(key); got {type(data).__name__}.")
+            raise invalid("data", "be a pair (xs, ys) or a function sample(key)", type(data).__name__)
         xs, ys = data
         xs = jax.tree_util.tree_map(jnp.asarray, xs)
         ys = jnp.asarray(ys)
         m = _leading(xs)
         if ys.ndim not in (1, 2) or ys.shape[0] != m:
-            raise ValueError(f"`data` targets ys must have shape (m,) or (m, o) with m = {m} (the inputs' "
-                             f"leading axis); got shape {ys.shape}.")
+            raise invalid("data", f"have targets ys of shape (m,) or (m, o) with m = {m} (the inputs' leading axis)",
+                          f"targets of shape {ys.shape}")
         x_first = jax.tree_util.tree_map(lambda a: a[0], xs)
         if batches is not None:
             batches = jnp.asarray(batches)
             if batches.ndim != 2 or batches.shape[0] != steps or not jnp.issubdtype(batches.dtype, jnp.integer):
-                raise ValueError(f"`batches` must be an int array (steps, b) = ({steps}, *) of sample indices; "
-                                 f"got {batches.dtype} array of shape {batches.shape}.")
+                raise invalid("batches", f"be an int array (num_steps, b) = ({steps}, *) of sample indices",
+                              f"{batches.dtype} array of shape {batches.shape}")
             if int(batches.min()) < 0 or int(batches.max()) >= m:
-                raise ValueError(f"`batches` indices must lie in [0, {m}); got range [{int(batches.min())}, "
-                                 f"{int(batches.max())}].")
+                raise invalid("batches", f"hold indices in [0, {m})",
+                              f"range [{int(batches.min())}, {int(batches.max())}]")
     px = None if probe is None else jax.tree_util.tree_map(jnp.asarray, probe)
     py = None if probe_targets is None else jnp.asarray(probe_targets)
     if px is not None and py is not None and _leading(px) != py.shape[0]:
-        raise ValueError(f"`probe_targets` must have one row per probe input ({_leading(px)}); got shape {py.shape}.")
+        raise invalid("probe_targets", f"have one row per probe input ({_leading(px)})", f"shape {py.shape}")
     if ("outputs" in track or "probe_loss" in track) and px is None:
-        raise ValueError("tracking 'outputs' or 'probe_loss' needs `probe` (inputs with a leading sample axis).")
+        raise invalid("probe", "be given (inputs with a leading sample axis) to track 'outputs' or 'probe_loss'",
+                          "None")
     if "probe_loss" in track and py is None:
-        raise ValueError("tracking 'probe_loss' needs `probe_targets`.")
+        raise invalid("probe_targets", "be given to track 'probe_loss'", "None")
     # ---- shapes of module, data and probe agree
     W_one = W0[0] if batched else W0
     if batched and neuron_axes != 1:
-        raise ValueError("a batch of initial weights (B, p, d) needs an Architecture.")
+        raise invalid("W0", "be one set of weights unless `module` is an Architecture (a batch (B, p, d) needs one)", f"a batch of shape {np.shape(W0)}")
     tr, frozen, ax_leaves, d = split_params(W_one, neuron_axes)
     try:
         out = jax.eval_shape(lambda t, x: module_out(apply, t, frozen, x), tr, x_first)
     except (TypeError, IndexError, ValueError) as err:
-        raise ValueError(f"`module` {name} cannot be applied to `W0` and one input of `data` (shapes "
-                         f"{jax.tree_util.tree_map(np.shape, x_first)}): {err}") from err
+        raise invalid("module", "apply to `W0` and one input of `data` (shapes "
+                                f"{jax.tree_util.tree_map(np.shape, x_first)})", f"{name}, which cannot: {err}") from err
     if ys is not None and tuple(ys.shape[1:]) != tuple(out.shape):
-        raise ValueError(f"`data` targets must have shape (m, *out) with out = {tuple(out.shape)} (the module's "
-                         f"output shape); got ys of shape {tuple(ys.shape)}.")
+        raise invalid("data", f"have targets of shape (m, *out) with out = {tuple(out.shape)} (the module's "
+                              f"output shape)", f"ys of shape {tuple(ys.shape)}")
     if py is not None and tuple(py.shape[1:]) != tuple(out.shape):
-        raise ValueError(f"`probe` targets must have shape (n, *out) with out = {tuple(out.shape)}; got "
-                         f"{tuple(py.shape)}.")
+        raise invalid("probe_targets", f"have shape (n, *out) with out = {tuple(out.shape)}", f"{tuple(py.shape)}")
     if check:
         check_float64("W0", tr, f"of `module` {name}", also="pass check=False to skip the checks")
         require_hypotheses(check_hypotheses(apply, W_one, x_first, neuron_axes=neuron_axes), name)
@@ -357,11 +365,12 @@ def compare_with_nqf(
     fast = nqf_form != "matrix-free"
     if fast:
         if not (callable(nqf_form) or nqf_form in NQF_FORMS):
-            raise ValueError(f"`nqf_form` must be one of {NQF_FORMS} or a callable quadratic(W, x); got {nqf_form!r}.")
+            raise invalid("nqf_form", f"be one of {NQF_FORMS} or a callable quadratic(W, x)", repr(nqf_form))
         if not isinstance(module, Architecture) or sample is not None:
-            raise ValueError("a fast `nqf_form` needs an nqf Architecture and array `data` (xs, ys): its parts are "
-                             "computed once per sample; use nqf_form='matrix-free'.")
-        kc = jax.random.PRNGKey(17)
+            raise invalid("nqf_form", "be 'matrix-free' unless `module` is an nqf Architecture with array `data` "
+                                      "(xs, ys): a fast form's parts are computed once per sample",
+                          repr(nqf_form))
+        kc = key  # array data: the key of the random W at which the fast form is checked (None: at W0 only)
         f0, A = _nqf_parts(nqf_form, module, xs, W_one, kc, name)
         if px is not None:
             pf0, pA = _nqf_parts(nqf_form, module, px, W_one, kc, name)

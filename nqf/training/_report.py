@@ -37,6 +37,7 @@ import optax
 from .._checks import check_float64
 from .._checks import check_int
 from .._checks import check_record_every
+from .._checks import invalid
 from ..flow import gradient_flow
 from ..flow import log_times
 from ..model import NQFData
@@ -197,7 +198,7 @@ def model_run(
     steps = check_int("num_steps", num_steps)
     every = _default_every(steps) if record_every is None else check_record_every(record_every, steps)
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError(f"`data` must be a pair (xs, ys); got {type(data).__name__}.")
+        raise invalid("data", "be a pair (xs, ys)", type(data).__name__)
     xs = jax.tree_util.tree_map(jnp.asarray, data[0])
     ys = jnp.asarray(data[1], dtype=float)
     x_first = jax.tree_util.tree_map(lambda a: a[0], xs)
@@ -207,7 +208,7 @@ def model_run(
     tr, frozen, _, d = split_params(model, neuron_axes, "model")
     f0 = _offsets(call, tr, frozen, xs)
     if As.ndim > 4:
-        raise ValueError(f"`model` {name} has outputs of shape {tuple(As.shape[1:-2])}: one axis of outputs at most.")
+        raise invalid("model", "have one axis of outputs at most", f"{name} with outputs of shape {tuple(As.shape[1:-2])}")
     nqf_data = NQFData(As, ys, f0=f0)
     W0, layout = neuron_weights(model, neuron_axes)
     probe = jax.tree_util.tree_map(lambda a: a[:n_probe], xs)

@@ -53,6 +53,7 @@ from .._checks import check_key
 from .._checks import check_option
 from .._checks import check_optimizer
 from .._checks import check_record_every
+from .._checks import failed, invalid, wrong_kind
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
 
@@ -90,7 +91,7 @@ def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> O
     if isinstance(name, str):
         factory = getattr(optax, name, None)
         if not callable(factory) or name.startswith("_"):
-            raise ValueError(f"`name` must name an optax optimiser such as 'sgd' or 'adam'; got {name!r}.")
+            raise invalid("name", "name an optax optimiser such as 'sgd' or 'adam'", repr(name))
     else:
         factory = check_callable("name", name, "an optax optimiser factory or its name")
     numeric, options = {}, []
@@ -99,19 +100,20 @@ def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> O
             options.append((k, v))
         elif isinstance(v, numbers.Real) or (hasattr(v, "dtype") and np.shape(v) == ()):
             if not np.isfinite(float(v)):
-                raise ValueError(f"`{k}` must be a finite number; got {v!r}.")
+                raise invalid(k, "be a finite number", repr(v))
             numeric[k] = jnp.asarray(float(v), dtype=jnp.result_type(float))
         else:
-            raise TypeError(f"`{k}` must be a number, a bool, a string or None; got {type(v).__name__}.")
+            raise wrong_kind(k, "be a number, a bool, a string or None", type(v).__name__)
     lr = numeric.get("learning_rate")
     if lr is None or not float(lr) > 0:
-        raise ValueError(f"`learning_rate` must be a positive number; got {learning_rate!r}.")
+        raise invalid("learning_rate", "be a positive number", repr(learning_rate))
     opt = Optimizer(factory, numeric, tuple(options))
     try:
         jax.eval_shape(lambda o: o.build().init(jnp.zeros(2)), opt)
     except TypeError as err:
-        raise TypeError(f"optax.{getattr(factory, '__name__', factory)} does not accept these "
-                        f"hyperparameters {sorted(numeric) + [k for k, _ in options]}: {err}") from err
+        raise wrong_kind("hyperparams", f"be hyperparameters that optax.{getattr(factory, '__name__', factory)} "
+                                        "accepts", f"{sorted(numeric) + [k for k, _ in options]}, refused with: {err}"
+                         ) from err
     return opt
 
 
@@ -187,8 +189,8 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
         batch = select(data, inp, args)
         out = eqx.filter_eval_shape(loss, params, batch, args)  # static: raises while tracing, before any run
         if not hasattr(out, "shape") or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
-            raise TypeError(f"`loss` must return a real scalar (the loss of one batch); it returned "
-                            f"{getattr(out, 'dtype', type(out).__name__)} of shape {getattr(out, 'shape', '?')}.")
+            raise wrong_kind("loss", "return a real scalar (the loss of one batch)",
+                             f"{getattr(out, 'dtype', type(out).__name__)} of shape {getattr(out, 'shape', '?')}")
         value, grads = jax.value_and_grad(loss)(params, batch, args)
         updates, state = tx.update(grads, state, params)
         return (optax.apply_updates(params, updates), state), value
@@ -239,21 +241,21 @@ def _traced_floats(tree):
 def _check_params(name: str, params) -> None:
     leaves = jax.tree_util.tree_leaves(params)
     if not leaves:
-        raise ValueError(f"`{name}` must contain at least one array; got an empty pytree.")
+        raise invalid(name, "contain at least one array", "an empty pytree")
     for leaf in leaves:
         if isinstance(leaf, (jax.Array, np.ndarray)) or isinstance(leaf, numbers.Number):
             dtype = jnp.result_type(leaf)
             if not jnp.issubdtype(dtype, jnp.floating):
-                raise TypeError(f"`{name}` leaves must be floating-point arrays (the trainer differentiates "
-                                f"them); got a leaf of dtype {dtype} (cast it, e.g. W.astype(float)).")
+                raise wrong_kind(name, "have floating-point leaves (the trainer differentiates them; cast, e.g. "
+                                       "W.astype(float))", f"a leaf of dtype {dtype}")
             check_finite(name, leaf)
 
 
 def _leading(name: str, tree) -> int:
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(tree)}
     if len(sizes) != 1 or None in sizes:
-        raise ValueError(f"every leaf of `{name}` must carry the same leading run axis (vmap); got "
-                         f"leading sizes {sorted(map(str, sizes))}.")
+        raise invalid(name, "carry the same leading run axis (vmap) on every leaf",
+                      f"leading sizes {sorted(map(str, sizes))}")
     return sizes.pop()
 
 
@@ -310,11 +312,11 @@ def train(
     for name in vmap:
         check_option("vmap", name, VMAPPABLE)
     if sample is not None and batches is not None:
-        raise ValueError("give `batches` (rows of `data`) or `sample` (fresh samples), not both.")
+        raise invalid("batches", "be None when `sample` is given (give `batches`, rows of `data`, or `sample`, fresh samples, not both)", "an array")
     if sample is not None:
         check_callable("sample", sample, "a callable sample(key, args)")
         if key is None:
-            raise ValueError("`key` is required with `sample` (one PRNG key, split into one per step).")
+            raise invalid("key", "be given with `sample` (one PRNG key, split into one per step)", "None")
         if "key" not in vmap:
             check_key("key", key)
         select = Sampled(sample)
@@ -323,17 +325,17 @@ def train(
         lead = 1 if "batches" in vmap else 0
         if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
                 not jnp.issubdtype(batches.dtype, jnp.integer):
-            raise ValueError(f"`batches` must be an int array (num_steps,) or (num_steps, b) = ({num_steps}, *) of row "
-                             f"indices{' with a leading run axis' if lead else ''}; got {batches.dtype} array "
-                             f"of shape {batches.shape}.")
+            raise invalid("batches", f"be an int array (num_steps,) or (num_steps, b) = ({num_steps}, *) of row "
+                                     f"indices{' with a leading run axis' if lead else ''}",
+                          f"{batches.dtype} array of shape {batches.shape}")
         if data is None:
-            raise ValueError("`batches` index the rows of `data`; `data` is None.")
+            raise invalid("data", "be given with `batches` (they index the rows of `data`)", "None")
         m = {np.shape(leaf)[1 if 'data' in vmap else 0] for leaf in jax.tree_util.tree_leaves(data)}
         if len(m) == 1:
             m = m.pop()
             if int(batches.min()) < 0 or int(batches.max()) >= m:
-                raise ValueError(f"`batches` indices must lie in [0, {m}) (the rows of `data`); got range "
-                                 f"[{int(batches.min())}, {int(batches.max())}].")
+                raise invalid("batches", f"hold indices in [0, {m}) (the rows of `data`)",
+                              f"range [{int(batches.min())}, {int(batches.max())}]")
         select = IndexBatch()
     else:
         select = FullBatch()
@@ -343,7 +345,7 @@ def train(
              (("params0", params0), ("data", data), ("batches", batches), ("key", key), ("args", args))
              if name.rstrip("0") in vmap}
     if len(sizes) > 1:
-        raise ValueError(f"the vmapped arguments {vmap} must share one leading run axis; got sizes {sorted(sizes)}.")
+        raise invalid("vmap", f"name arguments that share one leading run axis ({vmap})", f"sizes {sorted(sizes)}")
     params, recs, values = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
                                 every, vmap)
     values = np.asarray(values)
@@ -353,11 +355,12 @@ def train(
     if diverged.any() and on_divergence != "ignore":
         lr = opt.learning_rate
         where = f"`learning_rate` = {lr:g}" if lr is not None else "this `optimizer`"
-        msg = (f"training diverged: the loss is non-finite from step {int(first[diverged].min())} "
-               f"({int(diverged.sum())} of {diverged.size} runs) at {where}; lower the learning rate or the "
-               f"initial scale.")
+        body = (f"the loss is non-finite from step {int(first[diverged].min())} "
+                f"({int(diverged.sum())} of {diverged.size} runs) at {where}; lower the learning rate or the "
+                f"initial scale.")
+        msg = f"training diverged: {body}"
         if on_divergence == "raise":
-            raise RuntimeError(msg)
+            raise failed("training", f"it diverged: {body}")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)
     return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first)
