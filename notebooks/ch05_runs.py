@@ -20,7 +20,7 @@ class FeatureRecord(eqx.Module):
 
     def __call__(self, W, args):
         Mt = args["P"].T @ W @ W.T @ args["P"]
-        return jnp.diag(Mt), nqf.residuals(W @ W.T, args["data"]), jnp.max(jnp.abs(Mt - jnp.diag(jnp.diag(Mt))))
+        return jnp.diag(Mt), nqf.model.residuals(W @ W.T, args["data"]), jnp.max(jnp.abs(Mt - jnp.diag(jnp.diag(Mt))))
 
 
 class GDRun(NamedTuple):
