@@ -66,7 +66,7 @@ def test_minibatches_and_sampling_function_give_the_same_batches():
 
 
 def test_relu_mlp_is_refused():
-    relu = nqf.two_layer_mlp(5, jax.nn.relu, outputs=3, check_smooth=False)
+    relu = nqf.architectures.two_layer_mlp(5, activation=jax.nn.relu, outputs=3, check_smooth=False)
     xs, ys = _mlp_data()
     with pytest.raises(ValueError, match="not smooth"):
         compare_with_nqf(relu, 0.1 * jnp.ones((8, 4)), (xs, ys), optax.sgd(0.1), 10)
@@ -183,7 +183,7 @@ def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
 def test_qk_attention_quadratic_is_its_nqf():
     """QKAttention.quadratic (no p x p matrix) = Tr[W W^T A(x)] of its closed form, scalar and vector readout."""
     for c in (jnp.linspace(-1.0, 1.0, 4), jnp.ones((4, 2))):
-        arch = nqf.architectures.qk_attention(4, 5, 3, c)
+        arch = nqf.architectures.qk_attention(4, 5, 3, c=c)
         W = jax.random.normal(jax.random.PRNGKey(0), (arch.p, 3))
         x = arch.sample_input(jax.random.PRNGKey(1))
         dense = jnp.einsum("...ij,ij->...", arch.structure(x), W @ W.T)

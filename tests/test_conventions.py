@@ -62,10 +62,6 @@ ALLOWED: dict[str, dict[str, int]] = {
         "structure": 4,  # check_theorem1(seed=0); the Theorem-1 probes' PRNGKey(0) (3)
     },
     "positional_default": {
-        # deep_mlp (3), deep_attention (3): callers in tests/test_deep.py, test_online.py, test_trainer.py;
-        # deep_single_head_attention (3): Fig. 8's function; qk_attention's c (1) and two_layer_mlp's activation,
-        # outputs (2): callers in tests/test_compare.py, test_structure.py and ch08's notebook
-        "architectures": 12,
         "structure": 11,
     },
     "private_import": {},

@@ -15,9 +15,9 @@ from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_n
 
 from helpers import BAD_INPUT
 
-MLP = deep_mlp(4, (5, 6, 7))
-ATT = deep_attention(3, 4, 2)
-SHA = deep_single_head_attention(3, 4, 2, key=jax.random.PRNGKey(81))  # Prop. 4 reading: neurons = rows of W^Q, W^K
+MLP = deep_mlp(k=4, hidden=(5, 6, 7))
+ATT = deep_attention(D=3, N=4, d_k=2)
+SHA = deep_single_head_attention(D=3, N=4, d_k=2, key=jax.random.PRNGKey(81))  # Prop. 4 reading: neurons = rows of W^Q, W^K
 
 
 def random_weights(arch, widths, scale=0.3, seed=0):
@@ -211,7 +211,7 @@ def test_bad_input():
     with pytest.raises(BAD_INPUT, match="Ws"):
         layer_statistics(jnp.ones((3, 3)))
     with pytest.raises(ValueError, match="hidden"):
-        deep_mlp(0)
+        deep_mlp(k=0)
     assert float(deep_nqf_output(stats, MLP.forms, x)) == pytest.approx(float(deep_nqf_apply(Ws, MLP.forms, x)))
 
 

@@ -16,7 +16,7 @@ from helpers import BAD_INPUT  # noqa: E402
 
 
 def test_structure_error_is_tiny_for_gelu_mlp_and_mha():
-    for arch in (two_layer_mlp(3, jax.nn.gelu), multihead_attention(3, 4, 2, 2)):
+    for arch in (two_layer_mlp(3, activation=jax.nn.gelu), multihead_attention(3, 4, 2, 2)):
         assert structure_error(arch, arch.sample_input(jax.random.PRNGKey(5))) <= 1e-10
 
 
@@ -112,7 +112,7 @@ def test_feedforward_structure_is_eq17():
 
 def test_nonsmooth_activation_is_rejected():
     with pytest.raises(ValueError, match="not smooth at 0"):
-        two_layer_mlp(3, jax.nn.relu)
+        two_layer_mlp(3, activation=jax.nn.relu)
     with pytest.raises(ValueError, match="not smooth at 0"):
         cnn(3, 3, 2, 2, activation=jnp.abs)
     with pytest.raises(ValueError, match="`gate` is not smooth"):
@@ -154,7 +154,7 @@ def test_gaussian_linear_part_is_steins_lemma():
     from nqf.architectures import gaussian_linear_part
     key_w, key_x = jax.random.split(jax.random.PRNGKey(8))
     # phi(z) = z + z^3/3: phi' = 1 + z^2, so kappa_i = 1 + |u_i|^2 exactly (quadrature is exact).
-    arch = two_layer_mlp(3, lambda z: z + z**3 / 3, outputs=2)
+    arch = two_layer_mlp(3, activation=lambda z: z + z**3 / 3, outputs=2)
     W = 0.7 * jax.random.normal(key_w, (arch.p, 5))
     U, V = W[:3], W[3:]
     kappa = 1.0 + jnp.sum(U**2, axis=0)

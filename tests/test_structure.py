@@ -54,7 +54,7 @@ def test_bias_keeps_zgz_for_tanh_but_not_for_sigmoid():
     assert rep.zgz and rep.zgz_property and rep.permutation_symmetric
     np.testing.assert_allclose(rep.A, tanh_b.structure(X3), rtol=1e-12, atol=1e-15)
     # sigmoid(0) = 1/2: the readout gradient at 0 is phi(0), so g = [0, 0, 0, 0, 1/2]; B = 0.
-    sig_b = two_layer_mlp(3, jax.nn.sigmoid, bias=True)
+    sig_b = two_layer_mlp(3, activation=jax.nn.sigmoid, bias=True)
     rep = structure_report(sig_b, X3)
     assert not rep.zgz and not rep.zgz_property and rep.permutation_symmetric
     np.testing.assert_allclose(rep.g, [0, 0, 0, 0, 0.5], atol=1e-15)
@@ -98,7 +98,7 @@ def test_relu_is_reported_not_silently_wrong():
     np.testing.assert_allclose(rep.A, 0.0)  # what autodiff alone would have claimed
     with pytest.raises(ValueError, match="not smooth at W = 0"):
         structure_matrix(_mlp(jax.nn.relu), X3, 4)
-    arch = two_layer_mlp(3, jax.nn.relu, check_smooth=False)
+    arch = two_layer_mlp(3, activation=jax.nn.relu, check_smooth=False)
     assert not structure_report(arch, X3).smooth_at_zero
     W = jax.random.normal(KEY, (4, 3))
     assert abs(remainder_scaling(arch, X3, W, rep.A).slope - 2.0) < 0.1  # remainder O(s^2): A is wrong
@@ -161,7 +161,7 @@ def test_structure_stack_paths():
 
 def test_qk_attention_report_has_constant_f0():
     c = jnp.array([0.3, -1.2, 0.7])
-    arch = qk_attention(3, 5, 2, c)
+    arch = qk_attention(3, 5, 2, c=c)
     x = arch.sample_input(KEY)
     rep = structure_report(arch, x, d=4)
     assert rep.zgz and rep.permutation_symmetric and rep.smooth_at_zero
@@ -175,7 +175,7 @@ def test_qk_attention_report_has_constant_f0():
     ids=["tanh_Z2_symmetric", "non_odd_activation"],
 )
 def test_remainder_slope(phi, slope):
-    arch = two_layer_mlp(3, phi)
+    arch = two_layer_mlp(3, activation=phi)
     W = jax.random.normal(KEY, (arch.p, 4))
     fit = remainder_scaling(arch, X3, W, arch.structure(X3), np.logspace(-3, -1, 9))
     assert abs(fit.slope - slope) < 0.1

@@ -210,7 +210,7 @@ class QKAttention(_PairInput):
         return feedforward_structure(C)
 
 
-def qk_attention(D: int, N: int, d_k: int, c: ArrayLike | None = None) -> Architecture:
+def qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -> Architecture:
     r"""Query-key-only attention with a fixed readout $c$ (Eq. 9, Prop. 3).
 
     $$ f = \sum_i c^\top X\, \mathrm{softmax}\!\Big(\frac{X^\top (W_i^K)^\top W_i^Q q}{\sqrt{d_k}}\Big). $$

@@ -127,7 +127,7 @@ class DeepMLP(DeepArchitecture):
 
     @property
     def one_layer(self) -> Architecture:
-        return two_layer_mlp(self.k, self.activation, check_smooth=False)
+        return two_layer_mlp(self.k, activation=self.activation, check_smooth=False)
 
     def apply(self, Ws, x: Float[ArrayLike, " k"]) -> Float[Array, ""]:
         k, n2, phi = self.k, self.hidden[1], self.activation
@@ -169,8 +169,8 @@ class DeepMLP(DeepArchitecture):
         return _normal(key, (self.k,))
 
 
-def deep_mlp(k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation: Callable = jnp.tanh,
-             *, check_smooth: bool = True) -> DeepArchitecture:
+def deep_mlp(*, k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation: Callable = jnp.tanh,
+             check_smooth: bool = True) -> DeepArchitecture:
     r"""The bias-free 4-layer MLP $f(x) = w_4^\top\phi(W_3\,\phi(W_2\,\phi(W_1x)))$ of Fig. 8 as two NQF blocks.
 
     Sizes $k\to n_1\to n_2\to n_3\to1$ (Fig. 8: $8\to16\to16\to16\to1$). Block 1 is the
@@ -328,7 +328,7 @@ class DeepAttention(DeepArchitecture):
         return _normal(key, (self.D, self.N))
 
 
-def deep_attention(D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
+def deep_attention(*, D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
     r"""Two single-head attention layers with a scalar readout (Fig. 8), as two NQF blocks.
 
     Input $X\in\mathbb R^{D\times N}$ ($N$ tokens of dimension $D$; Fig. 8: $D = d_k = 8$,
@@ -463,7 +463,7 @@ class DeepSingleHeadAttention(DeepArchitecture):
         return _normal(key, (self.D, self.N))
 
 
-def deep_single_head_attention(D: int = 8, N: int = 10, d_k: int = 8, *, key: Array) -> DeepArchitecture:
+def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Array) -> DeepArchitecture:
     r"""Two single-head attention layers of Fig. 8 read with Prop. 4: the neurons are the rows of $W^Q, W^K$.
 
     Input $X\in\mathbb R^{D\times N}$. Layer 1 is self-attention with a fixed value/output map

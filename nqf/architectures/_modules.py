@@ -93,9 +93,9 @@ class TwoLayerMLP(Architecture):
 
 def two_layer_mlp(
     k: int,
+    *,
     activation: Callable = jnp.tanh,
     outputs: int | None = None,
-    *,
     bias: bool = False,
     check_smooth: bool = True,
 ) -> Architecture:
