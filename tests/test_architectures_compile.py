@@ -39,7 +39,7 @@ def _everything(make, seed):
     structure_stack(arch, _inputs(arch, seed, 3))  # checks Theorem 1 on the first input, closed form
     structure_stack(arch, _inputs(arch, seed, 3), method="autodiff", check=False)
     structure_error(arch, x)
-    nqf.check_theorem1(arch, x, seed=seed, rays=1, scales=np.logspace(-3, -1, 4))
+    nqf.check_theorem1(arch, x=x, seed=seed, rays=1, scales=np.logspace(-3, -1, 4))
     return A
 
 
@@ -86,13 +86,13 @@ def test_plain_callable_reading_a_global_is_never_served_a_stale_A():
     """Regression: a cache keyed on the function object returned the A of the old global."""
     x = jnp.array([0.7, -1.3, 0.4])
     _SCALE["value"] = 1.0
-    A1 = structure_matrix(_global_reading_module, x, 4)
-    S1 = structure_stack(_global_reading_module, x[None], 4, check=False)
+    A1 = structure_matrix(_global_reading_module, x, p=4)
+    S1 = structure_stack(_global_reading_module, x[None], p=4, check=False)
     _SCALE["value"] = 2.0
     try:
-        A2 = structure_matrix(_global_reading_module, x, 4)
-        S2 = structure_stack(_global_reading_module, x[None], 4, check=False)
-        R2 = nqf.structure_report(_global_reading_module, x, 4)
+        A2 = structure_matrix(_global_reading_module, x, p=4)
+        S2 = structure_stack(_global_reading_module, x[None], p=4, check=False)
+        R2 = nqf.structure_report(_global_reading_module, x, p=4)
     finally:
         _SCALE["value"] = 1.0
     np.testing.assert_allclose(A2, 2.0 * A1, rtol=1e-14)
@@ -111,10 +111,10 @@ def test_custom_architecture_is_traced_afresh():
     arch = custom_architecture("scaled MLP", 4, _global_reading_module, closed, mlp.sample_input, "test")
     assert not arch.cache_by_value
     _SCALE["value"] = 1.0
-    c1 = nqf.check_theorem1(arch, x, rays=1, scales=np.logspace(-3, -1, 4))
+    c1 = nqf.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
     _SCALE["value"] = 3.0
     try:
-        c3 = nqf.check_theorem1(arch, x, rays=1, scales=np.logspace(-3, -1, 4))
+        c3 = nqf.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
         B3 = structure_stack(arch, x[None], method="closed", check=False)
     finally:
         _SCALE["value"] = 1.0
@@ -137,13 +137,13 @@ def test_structure_reports_compile_a_plain_callable_once_per_call():
     xs = jax.random.normal(jax.random.PRNGKey(3), (4, 3))
     _SCALE["value"] = 1.0
     with count_compilations() as seen:
-        reps = nqf.structure.structure_reports(_global_reading_module, xs, 4)
+        reps = nqf.structure.structure_reports(_global_reading_module, xs, p=4)
     probes = len(seen)
     assert len(reps) == 4
     for x, rep in zip(xs, reps):
-        np.testing.assert_allclose(rep.A, nqf.structure_report(_global_reading_module, x, 4).A, rtol=1e-14)
+        np.testing.assert_allclose(rep.A, nqf.structure_report(_global_reading_module, x, p=4).A, rtol=1e-14)
     with count_compilations() as seen:  # a new call traces afresh (no stale A) ...
-        nqf.structure.structure_reports(_global_reading_module, xs, 4)
+        nqf.structure.structure_reports(_global_reading_module, xs, p=4)
     assert 1 <= len(seen) <= probes  # ... but once for all its inputs
     with pytest.raises(ValueError, match="`xs` must hold at least one input"):
-        nqf.structure.structure_reports(_global_reading_module, [], 4)
+        nqf.structure.structure_reports(_global_reading_module, [], p=4)

@@ -180,7 +180,7 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
     x = jnp.ones(3)
     # every caller, the same kind of error
     with pytest.raises(TypeError, match="module"):
-        structure.structure_matrix(3, x, 4)
+        structure.structure_matrix(3, x, p=4)
     with pytest.raises(TypeError, match="params"):
         structure.pytree_structure_matrix(None, params, x, 1)
     with pytest.raises(TypeError, match="params"):
@@ -226,7 +226,7 @@ def test_dense_and_matrix_free_probes_read_smoothness_alike():
     for act, smooth in ((jnp.tanh, True), (jax.nn.relu, False)):
         def f(W, x, act=act):
             return jnp.sum(W[3] * act(W[:3].T @ x))
-        rep = structure.structure_report(f, x, 4)
+        rep = structure.structure_report(f, x, p=4)
         chk = structure.check_hypotheses(f, 0.3 * jnp.ones((4, 3)), x)
         assert rep.smooth_at_zero == smooth == (chk.smooth_ratio >= _probes.SMOOTH_RATIO)
 

@@ -36,7 +36,7 @@ def test_tanh_mlp_satisfies_theorem_1():
     np.testing.assert_allclose(rep.A, _ff(X3), rtol=1e-12, atol=1e-15)
     assert float(jnp.max(jnp.abs(rep.g))) == 0.0 and float(jnp.max(jnp.abs(rep.B))) == 0.0
     assert float(rep.f0) == 0.0 and rep.smooth_ratio > 6  # Z2-symmetric: O(h^3) residual
-    np.testing.assert_allclose(structure_matrix(_mlp(jnp.tanh), X3, 4), _ff(X3), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(structure_matrix(_mlp(jnp.tanh), X3, p=4), _ff(X3), rtol=1e-12, atol=1e-15)
     assert "ZGZ at 0: yes" in rep.summary()
 
 
@@ -68,36 +68,36 @@ def test_bias_keeps_zgz_for_tanh_but_not_for_sigmoid():
 def test_zgz_breaking_linear_readout():
     # f = sum_i v_i (1 + u_i . x): g = [0; 1], B = 0, A = 1/2 [[0, x], [x^T, 0]].
     module = lambda W, x: jnp.sum(W[-1] * (1.0 + W[:-1].T @ x))  # noqa: E731
-    rep = structure_report(module, X3, 4)
+    rep = structure_report(module, X3, p=4)
     assert not rep.zgz and rep.permutation_symmetric and rep.smooth_at_zero
     np.testing.assert_allclose(rep.g, [0, 0, 0, 1.0], atol=1e-15)
     np.testing.assert_allclose(rep.B, np.zeros((4, 4)), atol=1e-15)
     np.testing.assert_allclose(rep.A, _ff(X3), atol=1e-15)
     with pytest.raises(ValueError, match=r"breaks ZGZ \(Property 1\): \|g\(x\)\| = 1, \|B\(x\)\| = 0"):
-        structure_matrix(module, X3, 4)
+        structure_matrix(module, X3, p=4)
 
 
 def test_cross_neuron_coupling_gives_B():
     # f = c.mu + (a.mu)^2 + sum_i (b.w_i)^2  =>  g = c, B = a a^T, A = b b^T (Eq. 20), exactly.
     a, b, c = jnp.array([1.0, 2.0, -1.0]), jnp.array([0.5, 0.0, 3.0]), jnp.array([0.3, -0.2, 0.1])
     module = lambda W, x: c @ W.sum(1) + (a @ W.sum(1)) ** 2 + jnp.sum((b @ W) ** 2)  # noqa: E731
-    rep = structure_report(module, jnp.zeros(1), 3, d=4)
+    rep = structure_report(module, jnp.zeros(1), p=3, d=4)
     np.testing.assert_allclose(rep.g, c, atol=1e-15)
     np.testing.assert_allclose(rep.B, np.outer(a, a), atol=1e-13)
     np.testing.assert_allclose(rep.A, np.outer(b, b), atol=1e-13)
     assert not rep.zgz and rep.permutation_symmetric
     W = jax.random.normal(KEY, (3, 5))
-    np.testing.assert_allclose(nqf_expansion(rep.A, W, rep.f0, rep.g, rep.B), module(W, None), rtol=1e-12)
+    np.testing.assert_allclose(nqf_expansion(rep.A, W, f0=rep.f0, g=rep.g, B=rep.B), module(W, None), rtol=1e-12)
     with pytest.raises(ValueError, match=r"breaks ZGZ.*\|B\(x\)\| = 6"):
-        structure_matrix(module, jnp.zeros(1), 3)
+        structure_matrix(module, jnp.zeros(1), p=3)
 
 
 def test_relu_is_reported_not_silently_wrong():
-    rep = structure_report(_mlp(jax.nn.relu), X3, 4)
+    rep = structure_report(_mlp(jax.nn.relu), X3, p=4)
     assert rep.finite and not rep.smooth_at_zero and abs(rep.smooth_ratio - 2.0) < 0.05
     np.testing.assert_allclose(rep.A, 0.0)  # what autodiff alone would have claimed
     with pytest.raises(ValueError, match="not smooth at W = 0"):
-        structure_matrix(_mlp(jax.nn.relu), X3, 4)
+        structure_matrix(_mlp(jax.nn.relu), X3, p=4)
     arch = two_layer_mlp(3, activation=jax.nn.relu, check_smooth=False)
     assert not structure_report(arch, X3).smooth_at_zero
     W = jax.random.normal(KEY, (4, 3))
@@ -106,10 +106,10 @@ def test_relu_is_reported_not_silently_wrong():
 
 def test_nonfinite_derivatives_are_reported():
     module = lambda W, x: jnp.sum(jnp.linalg.norm(W, axis=0)) * x[0]  # noqa: E731
-    rep = structure_report(module, X3, 2)
+    rep = structure_report(module, X3, p=2)
     assert not rep.finite
     with pytest.raises(ValueError, match="not finite"):
-        structure_matrix(module, X3, 2)
+        structure_matrix(module, X3, p=2)
 
 
 @pytest.mark.parametrize("kind", ["entries", "index_weights"])
@@ -118,18 +118,18 @@ def test_non_permutation_symmetric_module_raises(kind):
         module, x, p = (lambda W, x: W[0, 0] ** 2 + 2 * W[1, 1] ** 2), X3, 2
     else:
         module, x, p = (lambda W, x: jnp.sum(jnp.arange(1.0, W.shape[1] + 1) * W[-1] * jnp.tanh(W[:-1].T @ x))), X3, 4
-    rep = structure_report(module, x, p)
+    rep = structure_report(module, x, p=p)
     assert not rep.permutation_symmetric and rep.diag_block_spread > 0.5
     with pytest.raises(ValueError, match="not permutation-symmetric in its neurons"):
-        structure_matrix(module, x, p)
+        structure_matrix(module, x, p=p)
 
 
 def test_bad_arguments_raise_clear_errors():
     arch = two_layer_mlp(3)
     with pytest.raises(ValueError, match=r"`p` must match .* p = 4; got 5"):
-        structure_report(arch, X3, 5)
+        structure_report(arch, X3, p=5)
     with pytest.raises(ValueError, match=r"check `p` \(parameters per neuron\)"):
-        structure_report(_mlp(jnp.tanh), X3, 5)
+        structure_report(_mlp(jnp.tanh), X3, p=5)
     with pytest.raises(ValueError, match="`p` .* is required for a plain callable module"):
         structure_report(_mlp(jnp.tanh), X3)
     with pytest.raises(ValueError, match=r"`x` must have shape \(3\)"):
@@ -139,24 +139,24 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="`d` must be an int >= 2"):
         structure_report(arch, X3, d=1)
     with pytest.raises(ValueError, match="scalar or an"):
-        structure_report(lambda W, x: W * x[0], X3, 2)
+        structure_report(lambda W, x: W * x[0], X3, p=2)
 
 
 def test_structure_stack_paths():
     xs = jax.random.normal(KEY, (5, 3))
     arch = two_layer_mlp(3)
     closed = structure_stack(arch, xs)
-    auto = structure_stack(_mlp(jnp.tanh), xs, 4)
+    auto = structure_stack(_mlp(jnp.tanh), xs, p=4)
     assert closed.shape == (5, 4, 4)
     np.testing.assert_allclose(auto, closed, rtol=1e-12, atol=1e-15)
     broken = lambda W, x: jnp.sum(W[-1] * (1.0 + W[:-1].T @ x))  # noqa: E731
     with pytest.raises(ValueError, match="breaks ZGZ"):
-        structure_stack(broken, xs, 4)
-    np.testing.assert_allclose(structure_stack(broken, xs, 4, allow_general=True), closed, atol=1e-15)
+        structure_stack(broken, xs, p=4)
+    np.testing.assert_allclose(structure_stack(broken, xs, p=4, allow_general=True), closed, atol=1e-15)
     with pytest.raises(ValueError, match="leading batch axis"):
         structure_stack(qk_attention(3, 4, 2), (jnp.ones((2, 3)), jnp.ones((3, 3, 4))))
     with pytest.raises(ValueError, match="needs an Architecture"):
-        structure_stack(_mlp(jnp.tanh), xs, 4, method="closed")
+        structure_stack(_mlp(jnp.tanh), xs, p=4, method="closed")
 
 
 def test_qk_attention_report_has_constant_f0():
@@ -177,7 +177,7 @@ def test_qk_attention_report_has_constant_f0():
 def test_remainder_slope(phi, slope):
     arch = two_layer_mlp(3, activation=phi)
     W = jax.random.normal(KEY, (arch.p, 4))
-    fit = remainder_scaling(arch, X3, W, arch.structure(X3), np.logspace(-3, -1, 9))
+    fit = remainder_scaling(arch, X3, W, arch.structure(X3), scales=np.logspace(-3, -1, 9))
     assert abs(fit.slope - slope) < 0.1
     assert fit.remainders.shape == (9,) and np.all(np.diff(fit.remainders) > 0)
 

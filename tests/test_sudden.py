@@ -128,4 +128,4 @@ def test_sudden_bad_inputs():
     with pytest.raises(BAD_INPUT):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
     with pytest.raises(ValueError, match="sigma"):
-        datasets.gaussian_init(2, 2, 0.0)
+        datasets.gaussian_init(2, 2, 0.0, seed=0)

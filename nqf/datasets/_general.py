@@ -77,7 +77,7 @@ def teacher_dataset(
     check_size("teacher_width", teacher_width)
     rng = np.random.default_rng(seed)
     xs = subspace_inputs(k, m, rank=rank, rng=rng)
-    reps = structure_reports(module, [jnp.asarray(x) for x in xs], int(p))  # one compilation for all inputs
+    reps = structure_reports(module, [jnp.asarray(x) for x in xs], p=int(p))  # one compilation for all inputs
     As, gs, Bs, f0 = (jnp.stack([getattr(r, key) for r in reps]) for key in ("A", "g", "B", "f0"))
     data0 = NQFData(As, jnp.zeros(int(m)), gs=gs, Bs=Bs, f0=f0)
     W_teacher = teacher_scale * jnp.asarray(rng.normal(size=(int(p), int(teacher_width))))

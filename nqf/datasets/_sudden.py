@@ -31,9 +31,10 @@ def fig4_dataset(
     return orthogonal_samples_dataset(np.tile(block, (ys.shape[0], 1)), ys)
 
 
-def gaussian_init(p: int, d: int, sigma: float, *, seed: int = 0) -> np.ndarray:
+def gaussian_init(p: int, d: int, sigma: float, *, seed: int) -> np.ndarray:
     r"""Weights $W_{ij}\sim\mathcal N(0,\sigma^2)$, shape ``(p, d)`` (App. C's "$\epsilon$" is this $\sigma$).
-    Then $z_k(0) = (W W^\top)_{kk} \approx d\sigma^2$, so $\ln(1/z_k(0)) \approx 2\ln(1/\sigma) - \ln d$."""
+    Then $z_k(0) = (W W^\top)_{kk} \approx d\sigma^2$, so $\ln(1/z_k(0)) \approx 2\ln(1/\sigma) - \ln d$.
+    ``seed`` (required) seeds NumPy's generator."""
     p, d = check_size("p", p), check_size("d", d)
     check_positive("sigma", sigma)
     return sigma * np.random.default_rng(seed).normal(size=(p, d))

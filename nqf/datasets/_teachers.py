@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._checks import check_key
 from .._checks import check_size
 from ..architectures._attention import multihead_attention
 from ..architectures._attention_rows import single_head_attention_logits
@@ -128,7 +129,7 @@ def _qk_feature_output(linear_map, feature, d_k, W, x):
     return u.T @ linear_map(W) @ q / jnp.sqrt(d_k)
 
 
-def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Module, ...]:
+def fig2_modules(*, outputs: int = 8, key: Array) -> tuple[Fig2Module, ...]:
     r"""The four columns of Fig. 2 at the paper's sizes (App. C).
 
     * MLP $20\to64\to8$, tanh, no bias (:func:`nqf.two_layer_mlp`);
@@ -136,11 +137,12 @@ def fig2_modules(*, outputs: int = 8, key: Array | None = None) -> tuple[Fig2Mod
       sum pooling, 8 outputs (:func:`nqf.cnn`);
     * QK-only attention: input dimension 20, $d_k = 8$, sequence 16, single head whose $d_k$ rows are
       the neurons (Prop. 4; :func:`nqf.architectures.single_head_attention_logits`), fixed readout
-      $c\in\mathbb R^{20\times8}$ with $\mathcal N(0, 1/20)$ entries drawn from ``key``;
+      $c\in\mathbb R^{20\times8}$ with $\mathcal N(0, 1/20)$ entries drawn from ``key`` (required: Fig. 2 of the
+      book passes ``jax.random.PRNGKey(20)``);
     * MHA: 4 heads (the neurons), $d_k = 8$, $d_v = 20$, input dimension 20, sequence 16, readout
       $R_i\in\mathbb R^{d_v\times8}$ (:func:`nqf.multihead_attention`).
     """
-    key = jax.random.PRNGKey(20) if key is None else key
+    check_key("key", key)
     o = int(outputs)
     c = jax.random.normal(key, (20, o)) / np.sqrt(20.0)
     mha_map, mha_build = _mha_parts(20, 8, 20, o)

@@ -48,11 +48,11 @@ class LotkaVolterra(NamedTuple):
 
 
 def commuting_eigenbasis(
-    As: StructureStack, *, tol: float = 1e-9, seed: int = 0
+    As: StructureStack, *, tol: float = 1e-9, seed: int
 ) -> tuple[Float[ArrayLike, "p p"], Float[ArrayLike, "m p"]]:
     r"""Shared eigenbasis of commuting structure matrices (Assumption 1).
 
-    Diagonalises a random combination $\sum_\mu c_\mu A_\mu$ and checks that it
+    Diagonalises a random combination $\sum_\mu c_\mu A_\mu$ ($c$ drawn by NumPy from ``seed``, required) and checks that it
     diagonalises every $A_\mu$. Raises ``ValueError`` (with the measured
     off-diagonal residue) when the matrices do not commute.
 
@@ -85,7 +85,7 @@ def lv_coefficients(data: NQFData, *, tol: float = 1e-9) -> LotkaVolterra:
     if is_concrete(data.As) and not np.any(np.asarray(data.As)):
         raise invalid("data", "have a nonzero structure matrix A(x_mu) (if every one is zero the NQF's output does not "
                       "depend on M and nothing is learned: r = 0, C = 0; check how the A's were built)", "only zeros")
-    P, lam = commuting_eigenbasis(data.As, tol=tol)
+    P, lam = commuting_eigenbasis(data.As, tol=tol, seed=0)  # the seed of the generic combination (as before)
     r, C = growth_and_competition(lam, data.ys)
     return LotkaVolterra(P=P, lambdas=lam, r=r, C=C)
 

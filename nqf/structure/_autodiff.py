@@ -197,8 +197,8 @@ def _probe(module, W0, key, x, W_extra):
 def structure_report(
     module: Architecture | Callable,
     x: Input,
-    p: int | None = None,
     *,
+    p: int | None = None,
     d: int = 3,
     key: Array | None = None,
     rtol: float | None = None,
@@ -234,8 +234,8 @@ def structure_report(
 def structure_reports(
     module: Architecture | Callable,
     xs,
-    p: int | None = None,
     *,
+    p: int | None = None,
     d: int = 3,
     key: Array | None = None,
     rtol: float | None = None,
@@ -256,7 +256,7 @@ def structure_reports(
 
 def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[StructureReport, np.ndarray]:
     """:func:`structure_report`, and the module's values at ``W_extra`` from the same compiled pass."""
-    apply, p = module_function(module, p)
+    apply, p = module_function(module, p=p)
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise invalid("d", "be an int >= 2 (cross-neuron blocks need two neurons)", repr(d))
     d = int(d)
@@ -322,8 +322,8 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
 def structure_matrix(
     module: Architecture | Callable,
     x: Input,
-    p: int | None = None,
     *,
+    p: int | None = None,
     d: int = 3,
     allow_general: bool = False,
     key: Array | None = None,
@@ -336,7 +336,7 @@ def structure_matrix(
     without ZGZ is accepted and the $A$ of Eq. (20) is returned (its $g$ and $B$
     are in :func:`structure_report`).
     """
-    rep = structure_report(module, x, p, d=d, key=key)
+    rep = structure_report(module, x, p=p, d=d, key=key)
     if not rep.finite:
         raise invalid("module", "be C^3 near W = 0 (Theorem 1)",
                       "module derivatives at W = 0 that are not finite (NaN/inf gradient or Hessian)")
@@ -383,8 +383,8 @@ def _closed_structure(arch, batched: bool, x) -> Array:
 def structure_stack(
     arch_or_module: Architecture | Callable,
     xs: Input,
-    p: int | None = None,
     *,
+    p: int | None = None,
     d: int = 3,
     method: str = "auto",
     check: bool = True,
@@ -397,7 +397,7 @@ def structure_stack(
     ``check=True`` the hypotheses of Theorem 1 are verified by
     :func:`structure_matrix` on the first input before the batch is mapped.
     """
-    apply, p = module_function(arch_or_module, p, name="arch_or_module")
+    apply, p = module_function(arch_or_module, p=p, name="arch_or_module")
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise invalid("d", "be an int >= 2", repr(d))
     if method not in ("auto", "closed", "autodiff"):
@@ -407,7 +407,7 @@ def structure_stack(
     if len(sizes) != 1 or None in sizes:
         raise invalid("xs", "have the same leading batch axis on every leaf", f"leading sizes {sizes}")
     if isinstance(arch_or_module, Architecture):
-        one = jax.eval_shape(arch_or_module.sample_input, jax.random.PRNGKey(0))
+        one = jax.eval_shape(arch_or_module.sample_input, jax.ShapeDtypeStruct((2,), jnp.uint32))  # shapes only: no key
         got, want = jax.tree_util.tree_leaves(xs), jax.tree_util.tree_leaves(one)
         ok = jax.tree_util.tree_structure(xs) == jax.tree_util.tree_structure(one) and all(
             np.ndim(g) == len(w.shape) + 1 and tuple(np.shape(g)[1:]) == tuple(w.shape) for g, w in zip(got, want))
@@ -421,7 +421,7 @@ def structure_stack(
         raise invalid("xs", "hold at least one input", "an empty batch (leading axis of length 0)")
     first = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
     if check:
-        structure_matrix(arch_or_module, first, p, d=d, allow_general=allow_general)
+        structure_matrix(arch_or_module, first, p=p, d=d, allow_general=allow_general)
     if method == "closed" and not isinstance(arch_or_module, Architecture):
         raise invalid("method", "not be 'closed' for a plain module (method='closed' needs an Architecture: a plain "
                              "module has no closed form)", "'closed'")

@@ -28,6 +28,7 @@ from ..architectures import Architecture
 def nqf_expansion(
     A: Float[ArrayLike, "*o p p"],
     W: Float[ArrayLike, "p d"],
+    *,
     f0: Float[ArrayLike, "*o"] | float = 0.0,
     g: Float[ArrayLike, "*o p"] | None = None,
     B: Float[ArrayLike, "*o p p"] | None = None,
@@ -69,8 +70,8 @@ def remainder_scaling(
     x: Input,
     W_direction: Float[ArrayLike, "p d"],
     A: Float[ArrayLike, "*o p p"],
-    scales: ArrayLike | None = None,
     *,
+    scales: ArrayLike | None = None,
     g: Float[ArrayLike, "*o p"] | None = None,
     B: Float[ArrayLike, "*o p p"] | None = None,
 ) -> RemainderScaling:
@@ -97,7 +98,7 @@ def remainder_scaling(
     eps = float(jnp.finfo(jnp.result_type(W, float)).eps)
     rem, floor = [], []
     for s in scales:
-        f, pred = apply(s * W, x), nqf_expansion(A, s * W, f0, g, B)
+        f, pred = apply(s * W, x), nqf_expansion(A, s * W, f0=f0, g=g, B=B)
         rem.append(float(jnp.linalg.norm(jnp.atleast_1d(f - pred))))
         floor.append(100 * eps * float(jnp.max(jnp.abs(jnp.stack([f, pred, jnp.broadcast_to(f0, f.shape)])))))
     rem = np.asarray(rem)

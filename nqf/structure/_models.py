@@ -28,7 +28,7 @@ def call_module(m, x):
     return m(x)
 
 
-def module_function(module: Any, p: int | None = None, *, name: str = "module") -> tuple[Callable, int]:
+def module_function(module: Any, *, p: int | None = None, name: str = "module") -> tuple[Callable, int]:
     """``(apply, p)`` of an :class:`~nqf.architectures.Architecture` or of a callable ``apply(W, x)`` on
     ``(p, d)`` weights (then ``p`` is required). ``TypeError`` for a module that is neither."""
     if isinstance(module, Architecture):

@@ -61,7 +61,7 @@ def neuron_leaves(params, neuron_axes, name: str = "params"):
     return leaves, treedef, tuple(out), int(sizes[0])
 
 
-def split_params(params, neuron_axes, name: str = "W0"):
+def split_params(params, neuron_axes, *, name: str = "W0"):
     """``(trainable, frozen, axes, d)``: the neuron leaves (inexact arrays with an int axis), the rest,
     the neuron axes of the trainable leaves in order, and the number of neurons."""
     leaves, treedef, axes, d = neuron_leaves(params, neuron_axes, name)

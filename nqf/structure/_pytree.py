@@ -139,7 +139,7 @@ def pytree_structure_matrix(
     ``kwargs`` go to it (``d``, ``allow_general``, ``key``).
     """
     apply_W, layout = _prepare(apply, params, neuron_axes)
-    return structure_matrix(apply_W, x, layout.p, **kwargs)
+    return structure_matrix(apply_W, x, p=layout.p, **kwargs)
 
 
 def pytree_structure_report(
@@ -147,7 +147,7 @@ def pytree_structure_report(
 ) -> StructureReport:
     """:func:`nqf.structure_report` of a pytree module (see :func:`pytree_structure_matrix`)."""
     apply_W, layout = _prepare(apply, params, neuron_axes)
-    return structure_report(apply_W, x, layout.p, **kwargs)
+    return structure_report(apply_W, x, p=layout.p, **kwargs)
 
 
 # ----------------------------------------------------------------- a user's model: A(x) in batch
@@ -185,7 +185,7 @@ def pytree_structure_stack(
     name = model_name(apply, params)
     apply = model_function(apply, params)
     check_float64("params", params, name)
-    tr, frozen, ax_leaves, d = split_params(params, neuron_axes, "params")
+    tr, frozen, ax_leaves, d = split_params(params, neuron_axes, name="params")
     leaves, treedef = jax.tree_util.tree_flatten(tr)
     shapes = tuple(tuple(n for k, n in enumerate(l.shape) if k != a) for l, a in zip(leaves, ax_leaves))
     packing = NeuronPacking(treedef, tuple(range(len(leaves))), tuple(ax_leaves), shapes)  # of the neuron leaves

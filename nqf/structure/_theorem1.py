@@ -60,9 +60,9 @@ def _check_int(name: str, value, low: int, why: str) -> int:
 
 def check_theorem1(
     arch: Architecture,
-    x: Input | None = None,
     *,
-    seed: int = 0,
+    x: Input | None = None,
+    seed: int,
     rays: int = 2,
     width: int = 3,
     scales: ArrayLike | None = None,
@@ -73,7 +73,7 @@ def check_theorem1(
         arch: an :class:`~nqf.architectures.Architecture` (it carries the closed form).
         x: the input; default ``arch.sample_input(k)`` with ``k`` the first key of
             ``jax.random.split(PRNGKey(seed))``.
-        seed: seeds the default input, the random points of the autodiff report
+        seed: (required) seeds the default input, the random points of the autodiff report
             (``PRNGKey(seed)``) and the rays (``numpy.random.default_rng(seed)``).
         rays: number of random unit directions $W$ (shape ``(p, width)``, unit Frobenius norm).
         width: the number of neurons $d$ of the autodiff report and of the rays (>= 2).

@@ -205,7 +205,7 @@ def model_run(
     chk = check_hypotheses(call, model, x_first, neuron_axes=neuron_axes)
     require_hypotheses(chk, name)
     As = pytree_structure_stack(apply, model, xs, neuron_axes)
-    tr, frozen, _, d = split_params(model, neuron_axes, "model")
+    tr, frozen, _, d = split_params(model, neuron_axes, name="model")
     f0 = _offsets(call, tr, frozen, xs)
     if As.ndim > 4:
         raise invalid("model", "have one axis of outputs at most", f"{name} with outputs of shape {tuple(As.shape[1:-2])}")
