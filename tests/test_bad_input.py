@@ -261,10 +261,10 @@ case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: updates.nqf_sgd_step(_
 case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: updates.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
 case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: updates.sgd_state(M0, jnp.ones(4)))
 case("sgd_state M not square", BAD_INPUT, "M")(lambda: updates.sgd_state(jnp.ones((3, 2)), MU0))
-case("nqf_momentum beta=1", ValueError, "beta")(
-    lambda: updates.nqf_momentum(_state(), DATA, BATCHES, eta=0.1, d=3, beta=1.0))
-case("nqf_momentum batch index 4 with m=4", ValueError, "batches")(
-    lambda: updates.nqf_momentum(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3))
+case("nqf_sgd momentum=1", ValueError, "momentum")(
+    lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.0))
+case("nqf_sgd batch index 4 with m=4 (momentum)", ValueError, "batches")(
+    lambda: updates.nqf_sgd(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3, momentum=0.9))
 case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=-1.0))
 case("gradient_flow rtol=0", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=0.0))
 case("gradient_flow atol=inf", ValueError, "atol")(lambda: flow.gradient_flow(M0, DATA, TS, atol=float("inf")))

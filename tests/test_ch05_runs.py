@@ -22,7 +22,7 @@ def test_full_batch_gd_records_features_and_residuals():
     data = NQFData(As, ys)
     run = full_batch_gd(1e-2 * jnp.eye(2), data, learning_rate=0.01, num_steps=50)
     assert run.z.shape == (51, 2) and run.residuals.shape == (51, 2)
-    np.testing.assert_allclose(run.residuals[0], np.asarray(nqf.residuals(1e-4 * jnp.eye(2), data)), atol=1e-15)
+    np.testing.assert_allclose(run.residuals[0], np.asarray(nqf.model.residuals(1e-4 * jnp.eye(2), data)), atol=1e-15)
     assert run.offdiag == 0.0
     with pytest.raises(ValueError, match="ZGZ"):
         full_batch_gd(jnp.eye(2), NQFData(As, ys, gs=jnp.ones((2, 2))), learning_rate=0.1, num_steps=2)
@@ -32,7 +32,7 @@ def test_full_batch_gd_equals_the_exact_discrete_nqf_update():
     d = datasets.fig4_dataset()
     W0 = 0.01 * np.random.default_rng(0).normal(size=(12, 3))
     run = full_batch_gd(W0, d.data, learning_rate=0.05, num_steps=200)
-    closed = nqf.nqf_sgd((W0 @ W0.T, W0.sum(1)), d.data, jnp.tile(jnp.arange(4), (200, 1)), eta=0.05, d=3)
+    closed = nqf.updates.nqf_sgd((W0 @ W0.T, W0.sum(1)), d.data, jnp.tile(jnp.arange(4), (200, 1)), eta=0.05, d=3)
     np.testing.assert_allclose(run.z, np.einsum("tii->ti", np.asarray(closed.M)), rtol=1e-10, atol=1e-16)
     np.testing.assert_allclose(run.t, 0.05 * np.arange(201))
     assert run.offdiag > 0  # a dense W(0) gives off-diagonal entries

@@ -35,7 +35,7 @@ def test_quadratic_network_is_its_nqf():
 
 
 def test_tanh_mlp_small_init_tracks_and_large_init_parts():
-    arch = nqf.two_layer_mlp(5, outputs=3)
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
     Z = jax.random.normal(jax.random.PRNGKey(2), (8, 8))
     W0 = jnp.stack([1e-3 * Z, 0.5 * Z])  # two runs at once (vmap)
@@ -49,7 +49,7 @@ def test_tanh_mlp_small_init_tracks_and_large_init_parts():
 
 
 def test_minibatches_and_sampling_function_give_the_same_batches():
-    arch = nqf.two_layer_mlp(5, outputs=3)
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
     W0 = 0.01 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
     steps, b = 20, 8
@@ -87,7 +87,7 @@ def test_bias_breaking_zgz_and_broken_symmetry_are_refused():
 
 
 def test_bad_input():
-    arch = nqf.two_layer_mlp(5, outputs=3)
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
     W0 = 0.01 * jnp.ones((8, 4))
     sgd = optax.sgd(0.1)
@@ -140,7 +140,7 @@ def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
 def test_fast_nqf_forms_equal_the_matrix_free_run():
     """nqf_form='structure' (A(x) and f_x(0) computed once) and a closed-form quadratic(W, x) give the
     matrix-free NQF's run to rounding, under GD and Adam, batched or not, full batch or minibatches."""
-    arch = nqf.two_layer_mlp(5, outputs=3)
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
     W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (2, 8, 4))
     quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731  Prop. 1 with tanh'(0) = 1: Tr[W W^T A(x)] = V U^T x
@@ -161,7 +161,7 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
 
 
 def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
-    arch = nqf.two_layer_mlp(5, outputs=3)
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
     W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
     wrong = lambda W, x: 1.01 * (W[5:] @ W[:5].T @ x)  # noqa: E731  1 % off

@@ -31,7 +31,7 @@ def _low_rank_nqf(seed=0, m=8, p=9, k=3):
 
 
 def _outputs_traj(run, data):
-    return jax.vmap(lambda M, mu: nqf.outputs(M, data, mu=mu))(run.M, run.mu)
+    return jax.vmap(lambda M, mu: nqf.model.outputs(M, data, mu=mu))(run.M, run.mu)
 
 
 def test_structure_span_finds_the_data_subspace():
@@ -59,8 +59,8 @@ def test_compressed_model_reproduces_outputs_at_every_step():
     np.testing.assert_allclose(c.data.As, (4 / d) * data.As)
     np.testing.assert_allclose(c.data.gs, data.gs)
     batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, 3)))
-    wide = nqf.nqf_sgd(statistics(W), data, batches, eta=eta, d=d)
-    small = nqf.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)
+    wide = nqf.updates.nqf_sgd(statistics(W), data, batches, eta=eta, d=d)
+    small = nqf.updates.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)
     f_wide = _outputs_traj(wide, data)
     f_small = _outputs_traj(small, c.data)
     assert float(jnp.max(jnp.abs(f_wide - f_small))) < 1e-12
@@ -88,14 +88,14 @@ def test_truncated_compression_obeys_eq_237():
     W = 0.4 * jnp.asarray(rng.normal(size=(p, d)))
     M, mu = statistics(W)
     batches = jnp.asarray(rng.integers(0, m, size=(steps, 3)))
-    wide = nqf.nqf_sgd((M, mu), data, batches, eta=eta, d=d)
+    wide = nqf.updates.nqf_sgd((M, mu), data, batches, eta=eta, d=d)
     for dp in (2, 4):
         c = compress((M, mu), data, d=d, eta=eta, d_prime=dp)
         assert not c.exact and c.k_V == p and c.d == dp
         C = (d / dp) * (np.asarray(M) - np.outer(mu, mu) / d)
         lam = np.sort(np.linalg.eigvalsh(C))[::-1]
         assert abs(c.tail - np.sqrt(np.sum(lam[dp - 1:] ** 2))) < 1e-12
-        small = nqf.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)
+        small = nqf.updates.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)
         e = compression_error(wide.M, wide.mu, small.M, small.mu, scale=c.scale)
         assert e.shape == (steps + 1,)
         # the initial error is (d'/d) x the prefactor of Eq. (237), App. B.5

@@ -28,17 +28,17 @@ def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters
     m, p = data.m, data.p
     d, eta, steps, b = 6, 0.02, 40, 3
     Wa = 0.3 * jnp.asarray(np.random.default_rng(2).normal(size=(p, d)))
-    Wb = nqf.same_statistics(Wa, seed=1)
+    Wb = nqf.updates.same_statistics(Wa, seed=1)
     assert float(jnp.max(jnp.abs(Wa - Wb))) > 0.05  # genuinely different weights
     batches = jnp.asarray(np.random.default_rng(3).integers(0, m, size=(steps, b)))
 
     def loss(W, idx):
-        return nqf.mse_loss(W @ W.T, data.subset(idx), mu=W.sum(axis=1))
+        return nqf.model.mse_loss(W @ W.T, data.subset(idx), mu=W.sum(axis=1))
 
     record = lambda W: (W @ W.T, W.sum(axis=1))
     ha, hb = (nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps, data=jnp.arange(m), batches=batches,
                         record=Record(record)).record for W in (Wa, Wb))
-    run = nqf.nqf_sgd((Wa @ Wa.T, Wa.sum(axis=1)), data, batches, eta=eta, d=d)
+    run = nqf.updates.nqf_sgd((Wa @ Wa.T, Wa.sum(axis=1)), data, batches, eta=eta, d=d)
     Ms, mus = run.M, run.mu
     scale = float(jnp.max(jnp.abs(Ms)))
     for h in (ha, hb):
@@ -55,15 +55,15 @@ def test_eta_squared_terms_are_needed():
     M, mu = W @ W.T, W.sum(axis=1)
 
     def loss(W):
-        return nqf.mse_loss(W @ W.T, batch, mu=W.sum(axis=1))
+        return nqf.model.mse_loss(W @ W.T, batch, mu=W.sum(axis=1))
 
     W1 = W - eta * jax.grad(loss)(W)
-    M1, mu1, *_ = nqf.nqf_sgd_step((M, mu), batch, eta=eta, d=d)
+    M1, mu1, *_ = nqf.updates.nqf_sgd_step((M, mu), batch, eta=eta, d=d)
     err = float(jnp.max(jnp.abs(M1 - W1 @ W1.T)))
     assert err < 1e-13
     assert float(jnp.max(jnp.abs(mu1 - W1.sum(axis=1)))) < 1e-13
     # first-order-only update misses by O(eta^2)
-    H = 2 * jnp.einsum("b,bij->ij", 2 * nqf.residuals(M, batch, mu=mu) / 3, batch.As)
+    H = 2 * jnp.einsum("b,bij->ij", 2 * nqf.model.residuals(M, batch, mu=mu) / 3, batch.As)
     assert float(jnp.max(jnp.abs(M1 - (M - eta * (H @ M + M @ H))))) > 1e3 * err
 
 
@@ -74,22 +74,22 @@ def test_model_functions_take_nqf_data():
     W = 0.5 * jnp.asarray(np.random.default_rng(7).normal(size=(4, 3)))
     M, mu = W @ W.T, W.sum(axis=1)
     want = f0 + gs @ mu + jnp.einsum("i,mij,j->m", mu, Bs, mu) + jnp.einsum("ij,mji->m", M, As)
-    np.testing.assert_allclose(nqf.outputs(M, general, mu=mu), want, atol=1e-13)
+    np.testing.assert_allclose(nqf.model.outputs(M, general, mu=mu), want, atol=1e-13)
     np.testing.assert_allclose(nqf.updates.weight_outputs(W, general), want, atol=1e-13)
-    np.testing.assert_allclose(nqf.residuals(M, general, mu=mu), want - ys, atol=1e-13)
+    np.testing.assert_allclose(nqf.model.residuals(M, general, mu=mu), want - ys, atol=1e-13)
     delta = jnp.einsum("ij,mji->m", M, As) - ys
-    np.testing.assert_allclose(nqf.h_matrix(M, zgz), 4 * jnp.einsum("m,mij->ij", delta, As) / 6, atol=1e-13)
+    np.testing.assert_allclose(nqf.model.h_matrix(M, zgz), 4 * jnp.einsum("m,mij->ij", delta, As) / 6, atol=1e-13)
     # Eq. (28) is the gradient flow of the loss: dM/dt = -HM - MH with dW/dt = -(1/2)... checked by autodiff
-    H = nqf.h_matrix(M, zgz)
-    np.testing.assert_allclose(nqf.flow_field(M, zgz), -(H @ M + M @ H), atol=1e-13)
-    gW = jax.grad(lambda W: nqf.mse_loss(W @ W.T, zgz))(W)
+    H = nqf.model.h_matrix(M, zgz)
+    np.testing.assert_allclose(nqf.model.flow_field(M, zgz), -(H @ M + M @ H), atol=1e-13)
+    gW = jax.grad(lambda W: nqf.model.mse_loss(W @ W.T, zgz))(W)
     np.testing.assert_allclose(gW, H @ W, atol=1e-12)  # dL/dW = H W (Eq. 27)
     with pytest.raises(ValueError, match="mu"):
-        nqf.outputs(M, general)
+        nqf.model.outputs(M, general)
     with pytest.raises(ValueError, match="ZGZ"):
-        nqf.h_matrix(M, general)
+        nqf.model.h_matrix(M, general)
     with pytest.raises(TypeError, match="NQFData"):
-        nqf.mse_loss(M, As)
+        nqf.model.mse_loss(M, As)
 
 
 def test_flow_matches_logistic_solution_and_switch_on_time():
@@ -102,18 +102,18 @@ def test_flow_matches_logistic_solution_and_switch_on_time():
     assert np.max(np.abs(C - np.diag(np.diag(C)))) < 1e-12
     eps = 1e-5
     M0 = eps * jnp.eye(5)
-    ts = nqf.log_times(400.0, 120, t_min=1e-2)
+    ts = nqf.flow.log_times(400.0, 120, t_min=1e-2)
     Ms = _flow(M0, data, ts)
-    z_flow = jax.vmap(nqf.features, in_axes=(0, None))(Ms, lv.P)
-    z0 = nqf.features(M0, lv.P)
-    z_exact = nqf.logistic_solution(ts[:, None], lv.r, jnp.diag(lv.C), z0)
+    z_flow = jax.vmap(nqf.solutions.features, in_axes=(0, None))(Ms, lv.P)
+    z0 = nqf.solutions.features(M0, lv.P)
+    z_exact = nqf.solutions.logistic_solution(ts[:, None], lv.r, jnp.diag(lv.C), z0)
     rel = float(jnp.max(jnp.abs(z_flow - z_exact) / z_exact))
     assert rel < 1e-8
     # switch-on: at t*, z_k is half its final value r_k / C_kk
     tstar = nqf.switch_on_time(lv.r, jnp.diag(lv.C), z0)
     Ms_star = _flow(M0, data, jnp.concatenate([jnp.zeros(1), jnp.sort(jnp.asarray(tstar))]))
     order = np.argsort(np.asarray(tstar))
-    z_star = jax.vmap(nqf.features, in_axes=(0, None))(Ms_star[1:], lv.P)
+    z_star = jax.vmap(nqf.solutions.features, in_axes=(0, None))(Ms_star[1:], lv.P)
     half = np.asarray(lv.r / jnp.diag(lv.C) / 2)
     got = np.array([z_star[i, k] for i, k in enumerate(order)])
     np.testing.assert_allclose(got, half[order], rtol=1e-8)
@@ -125,13 +125,13 @@ def test_lv_flow_in_log_space_matches_logistic_at_tiny_init():
     z0 = jnp.array([1e-200, 1e-120])
     ts = jnp.array([0.0, 100.0, 460.0, 920.0, 2000.0])
     z = nqf.lv_flow(r, C, z0, ts).ys
-    exact = nqf.logistic_solution(ts[:, None], r, jnp.diag(C), z0)
+    exact = nqf.solutions.logistic_solution(ts[:, None], r, jnp.diag(C), z0)
     assert float(jnp.max(jnp.abs(z - exact) / exact)) < 1e-8
 
 
 def test_saxe_learning_time_and_factor_two():
     # Saxe et al. 2014: tau du/dt = 2u(s-u); time to u = s/2 from u0 = 1e-6 with s = 3.
-    t_saxe = nqf.saxe_learning_time(3.0, 1e-6, 1.5)
+    t_saxe = nqf.solutions.saxe_learning_time(3.0, 1e-6, 1.5)
     assert abs(t_saxe - 2.485687) < 5e-7
     # The same deep linear mode as an NQF: W = [a; b], A = 1/2 [[0, 1], [1, 0]], y = s.
     # The paper's loss (no 1/2) gives z' = z(4s - 2z) with z = 2u: the same curve at half the time.
@@ -142,7 +142,7 @@ def test_saxe_learning_time_and_factor_two():
     lv = nqf.lv_coefficients(data)
     a0 = np.sqrt(u0)
     M0 = jnp.array([[a0 * a0, a0 * a0], [a0 * a0, a0 * a0]])
-    z0 = nqf.features(M0, lv.P)
+    z0 = nqf.solutions.features(M0, lv.P)
     k = int(jnp.argmax(lv.r))
     t_nqf = nqf.switch_on_time(lv.r[k], lv.C[k, k], z0[k])
     assert abs(t_nqf - t_saxe / 2) < 1e-9

@@ -42,7 +42,7 @@ def test_statistics_path_equals_sample_path(m, p):
     assert flow.trajectory_error(a.ys, b.ys) < 1e-10
     assert int(a.num_steps) > 0 and int(b.num_steps) > 0
     # both are Eq. (28): compare with the model's own right-hand side at t = 0 through one tiny step
-    f = nqf.flow_field(jnp.asarray(M0), data)
+    f = nqf.model.flow_field(jnp.asarray(M0), data)
     from nqf.flow._flow import _flow_field_samples, _flow_field_statistics, _packed_stack, flow_statistics
     from nqf.flow._flow import pack, unpack
 
@@ -89,7 +89,7 @@ def test_batch_with_one_dataset_per_lane():
 
 def test_log_time_solves_the_same_flow():
     data = _data(20, 3, seed=3)
-    ts = nqf.log_times(50.0, 30, t_min=1e-3)
+    ts = nqf.flow.log_times(50.0, 30, t_min=1e-3)
     M0 = _M0(3)
     lin = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16)
     log = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, time="log")

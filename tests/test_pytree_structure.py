@@ -40,7 +40,7 @@ def test_packing_is_the_mlp_packing_and_inverts():
     back = layout.unflatten(W)
     x = jnp.arange(K, dtype=float)
     np.testing.assert_allclose(back(x), mlp(x))
-    arch = nqf.two_layer_mlp(K, outputs=O)
+    arch = nqf.architectures.two_layer_mlp(K, outputs=O)
     np.testing.assert_allclose(arch.apply(W, x), mlp(x), atol=1e-14)
     wide = layout.unflatten(jnp.ones((K + O, 2)))  # other widths
     assert wide.layers[0].weight.shape == (2, K) and wide.layers[1].weight.shape == (O, 2)
@@ -56,7 +56,7 @@ def test_structure_matrix_is_eq6(kind):
     else:
         params, apply, axes = _dict_mlp()
         A = pytree_structure_matrix(apply, params, x, axes)
-    closed = nqf.two_layer_mlp(K, outputs=O).structure(x)
+    closed = nqf.architectures.two_layer_mlp(K, outputs=O).structure(x)
     assert A.shape == (O, K + O, K + O)
     np.testing.assert_allclose(A, closed, atol=1e-12)
 
@@ -81,13 +81,13 @@ def test_bad_axes():
 
 
 def test_compare_on_pytrees_equals_compare_on_the_architecture():
-    """compare_with_nqf on an equinox MLP and on a dict MLP = on nqf.two_layer_mlp with the packed W."""
+    """compare_with_nqf on an equinox MLP and on a dict MLP = on nqf.architectures.two_layer_mlp with the packed W."""
     xs = jax.random.normal(jax.random.PRNGKey(3), (30, K))
     ys = xs @ jax.random.normal(jax.random.PRNGKey(4), (K, O))
     opt = optax.adam(0.02)
     mlp, axes = _eqx_mlp()
     W0, _ = neuron_weights(mlp, axes)
-    ref = nqf.compare_with_nqf(nqf.two_layer_mlp(K, outputs=O), W0, (xs, ys), opt, 40, probe=xs[:5],
+    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), W0, (xs, ys), opt, 40, probe=xs[:5],
                                track=("loss", "outputs"))
     res = nqf.compare_with_nqf(None, mlp, (xs, ys), opt, 40, neuron_axes=axes, probe=xs[:5],
                                track=("loss", "outputs"))
@@ -95,7 +95,7 @@ def test_compare_on_pytrees_equals_compare_on_the_architecture():
         np.testing.assert_allclose(res.__getattribute__(k)["outputs"], ref.__getattribute__(k)["outputs"], atol=1e-12)
     params, apply, daxes = _dict_mlp()
     Wd, _ = neuron_weights(params, daxes)
-    ref = nqf.compare_with_nqf(nqf.two_layer_mlp(K, outputs=O), Wd, (xs, ys), opt, 40, probe=xs[:5],
+    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), Wd, (xs, ys), opt, 40, probe=xs[:5],
                                track=("outputs",))
     res = nqf.compare_with_nqf(apply, params, (xs, ys), opt, 40, neuron_axes=daxes, probe=xs[:5],
                                track=("outputs",))

@@ -125,7 +125,7 @@ def test_record_every_rule_and_its_callers_share_one_message():
         check_record_every(0, 20)
     with pytest.raises(ValueError) as rule:
         check_record_every(3, 20)
-    arch = nqf.two_layer_mlp(3)
+    arch = nqf.architectures.two_layer_mlp(3)
     xs, ys = jnp.ones((5, 3)), jnp.ones(5)
     with pytest.raises(ValueError) as trainer:
         training.train(lambda w, b, a: jnp.sum(w**2), jnp.ones(3), optax.sgd(0.1), num_steps=20, record_every=3)
@@ -170,7 +170,7 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
         structure.module_function(3)
     with pytest.raises(ValueError, match="`p`"):
         structure.module_function(lambda W, x: jnp.sum(W))
-    assert structure.module_function(nqf.two_layer_mlp(3))[1] == nqf.two_layer_mlp(3).p
+    assert structure.module_function(nqf.architectures.two_layer_mlp(3))[1] == nqf.architectures.two_layer_mlp(3).p
     with pytest.raises(TypeError, match="params"):
         structure.model_function(None, params)
     with pytest.raises(TypeError, match="apply"):

@@ -68,7 +68,7 @@ def test_effective_exponent_window_matches_local_formula():
 def test_logistic_excess_loss_matches_direct_sum():
     sp = datasets.fig3_right_spectrum(50)
     t = np.array([0.0, 10.0, 100.0, 300.0])
-    z = np.asarray(nqf.logistic_solution(t[:, None], sp.r[None], sp.C[None], sp.z0[None]))
+    z = np.asarray(nqf.solutions.logistic_solution(t[:, None], sp.r[None], sp.C[None], sp.z0[None]))
     direct = np.asarray(solutions.feature_excess_loss(z, sp.V, sp.r / sp.C))
     E = np.asarray(solutions.logistic_excess_loss(t, sp.r, sp.C, sp.z0))
     np.testing.assert_allclose(E, direct, rtol=1e-10)
@@ -91,7 +91,7 @@ def test_lv_flow_matches_closed_form_on_subset():
     modes = np.array([1, 7, 40, 200])
     t = np.concatenate([[0.0], np.geomspace(1.0, 3000.0, 40)])
     z = np.asarray(nqf.lv_flow(sp.r[modes - 1], np.diag(sp.C[modes - 1]), sp.z0[modes - 1], t).ys)
-    zc = np.asarray(nqf.logistic_solution(t[:, None], sp.r[modes - 1][None], sp.C[modes - 1][None], sp.z0[modes - 1][None]))
+    zc = np.asarray(nqf.solutions.logistic_solution(t[:, None], sp.r[modes - 1][None], sp.C[modes - 1][None], sp.z0[modes - 1][None]))
     np.testing.assert_allclose(z, zc, rtol=1e-6, atol=1e-12)
 
 

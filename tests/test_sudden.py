@@ -19,22 +19,21 @@ R3 = np.array([1.0, 0.5, 0.25, 0.125, 0.0625])
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.9])
-def test_feature_switch_on_time_is_where_the_logistic_reaches_rho(rho):
+def test_switch_on_time_is_where_the_logistic_reaches_rho(rho):
     z0 = np.array([1e-5, 1e-12, 3e-3, 1e-30, 1e-9])
-    t1 = solutions.feature_switch_on_time(R3, 1.0, z0, a=1.0, rho=rho)
-    np.testing.assert_allclose(nqf.logistic_solution(t1, R3, 1.0, z0), rho * R3, rtol=1e-10)
+    t1 = solutions.switch_on_time(R3, 1.0, z0, a=1.0, rho=rho)
+    np.testing.assert_allclose(nqf.solutions.logistic_solution(t1, R3, 1.0, z0), rho * R3, rtol=1e-10)
     gam, c = np.array([1.0, 0.5, 0.25, 0.125, 0.0625]), 0.25
-    t2 = solutions.feature_switch_on_time(gam, 4 * c, z0, a=2.0, rho=rho)
+    t2 = solutions.switch_on_time(gam, 4 * c, z0, a=2.0, rho=rho)
     z = np.array([solutions.riccati_eigenvalues(np.array([t]), gam[k:k + 1], c, z0[k:k + 1])[0, 0] for k, t in enumerate(t2)])
     np.testing.assert_allclose(z, rho * gam / (4 * c), rtol=1e-10)
 
 
-def test_feature_switch_on_time_equals_eq158_and_nqf_switch_on_time():
+def test_switch_on_time_equals_eq158():
     eps, c_k, C = 1e-7, np.array([1.0, 2.0, 0.5, 1.0, 3.0]), np.full(5, 1.3)
     for a in (1.0, 2.0):
         eq158 = (np.log(1 / eps) - np.log(C * c_k / (R3 - C * c_k * eps))) / (a * R3)
-        np.testing.assert_allclose(solutions.feature_switch_on_time(R3, C, c_k * eps, a=a), eq158, rtol=1e-13)
-    np.testing.assert_allclose(solutions.feature_switch_on_time(R3, C, c_k * eps), nqf.switch_on_time(R3, C, c_k * eps), rtol=1e-13)
+        np.testing.assert_allclose(solutions.switch_on_time(R3, C, c_k * eps, a=a), eq158, rtol=1e-13)
 
 
 def test_step_limits_and_rescaled_time():
@@ -92,10 +91,10 @@ def test_singular_limit_sweep_matches_closed_forms():
     eps = np.array([1e-3, 1e-10, 1e-30])
     taus = np.linspace(0.0, 1.2 / R3.min(), 120)
     sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, pad_to=(5, 12))  # padding is exact
-    pred = solutions.feature_switch_on_time(R3[None], 1.0, eps[:, None], rho=0.5) / np.log(1 / eps)[:, None]
+    pred = solutions.switch_on_time(R3[None], 1.0, eps[:, None], rho=0.5) / np.log(1 / eps)[:, None]
     np.testing.assert_allclose(sw.tau_star[:, 1], pred, rtol=1e-7)
     t = taus[None, :] * np.log(1 / eps)[:, None]
-    z = nqf.logistic_solution(t[..., None], R3, 1.0, eps[:, None, None])
+    z = nqf.solutions.logistic_solution(t[..., None], R3, 1.0, eps[:, None, None])
     np.testing.assert_allclose(sw.loss, solutions.feature_excess_loss(z, R3**2 / 8, R3), rtol=1e-7, atol=1e-14)
     np.testing.assert_allclose(sw.log_z, np.log(z), rtol=0, atol=1e-8)
     # sample-wise crossings on the Fig. 4 data (same padded shape: no recompilation)
@@ -118,7 +117,7 @@ def test_sudden_bad_inputs():
     with pytest.raises(BAD_INPUT, match="z0"):
         solutions.sample_switch_on_times(d.lambdas, d.ys, np.ones(5))
     with pytest.raises(ValueError, match="grow"):
-        solutions.feature_switch_on_time(R3, 1.0, np.ones(5))
+        solutions.switch_on_time(R3, 1.0, np.ones(5))
     with pytest.raises(ValueError, match="eps"):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3, 2.0]), np.linspace(0, 1, 5))
     with pytest.raises(ValueError, match="taus"):

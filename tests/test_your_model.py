@@ -137,11 +137,11 @@ def test_multi_output_nqf_data_keeps_the_loss_and_the_clock():
     W = rng.normal(size=(p, 2))
     M = jnp.asarray(W @ W.T)
     f = lambda M: jnp.einsum("ij,moji->mo", M, A) + f0  # noqa: E731
-    np.testing.assert_allclose(nqf.mse_loss(M, data), nqf.mse(f(M), y), rtol=1e-12)
-    np.testing.assert_allclose(data.per_output(nqf.outputs(M, data)), f(M), rtol=1e-12)
+    np.testing.assert_allclose(nqf.model.mse_loss(M, data), nqf.model.mse(f(M), y), rtol=1e-12)
+    np.testing.assert_allclose(data.per_output(nqf.model.outputs(M, data)), f(M), rtol=1e-12)
     # the flow's H is twice the gradient of the package's loss: GD on W at rate eta is flow time eta * step
-    g = jax.grad(lambda M: nqf.mse(f(M), y))(M)
-    np.testing.assert_allclose(nqf.h_matrix(M, data), 2 * g, rtol=1e-10, atol=1e-12)
+    g = jax.grad(lambda M: nqf.model.mse(f(M), y))(M)
+    np.testing.assert_allclose(nqf.model.h_matrix(M, data), 2 * g, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match=r"\(m, o\) = \(7, 3\)"):
         nqf.NQFData(A, y[:, :2])
     with pytest.raises(ValueError, match="ZGZ"):

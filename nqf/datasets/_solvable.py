@@ -101,7 +101,7 @@ def orthogonal_features_data(
     r: Float[ArrayLike, " p"], C_kk: float, *, seed: int, P=None, rotate_seed: int | None = None
 ) -> SolvableData:
     r"""Orthogonal features (Theorem 6): the Fig. 3 construction of
-    :func:`nqf.datasets.orthogonal_features_dataset` ($\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = 0$ for
+    ``orthogonal_features_dataset`` ($\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = 0$ for
     $k\ne j$), optionally rotated into a random eigenbasis ``P`` (``rotate_seed``)."""
     As, ys = orthogonal_features_dataset(r, C_kk, seed=seed)
     lam = np.einsum("mii->mi", np.asarray(As))

@@ -132,15 +132,15 @@ def _qk_feature_output(linear_map, feature, d_k, W, x):
 def fig2_modules(*, outputs: int = 8, key: Array) -> tuple[Fig2Module, ...]:
     r"""The four columns of Fig. 2 at the paper's sizes (App. C).
 
-    * MLP $20\to64\to8$, tanh, no bias (:func:`nqf.two_layer_mlp`);
+    * MLP $20\to64\to8$, tanh, no bias (:func:`nqf.architectures.two_layer_mlp`);
     * CNN: single-channel $5\times7$ input, 64 kernels $4\times5$, stride 1, no padding, tanh, global
-      sum pooling, 8 outputs (:func:`nqf.cnn`);
+      sum pooling, 8 outputs (:func:`nqf.architectures.cnn`);
     * QK-only attention: input dimension 20, $d_k = 8$, sequence 16, single head whose $d_k$ rows are
       the neurons (Prop. 4; :func:`nqf.architectures.single_head_attention_logits`), fixed readout
       $c\in\mathbb R^{20\times8}$ with $\mathcal N(0, 1/20)$ entries drawn from ``key`` (required: Fig. 2 of the
       book passes ``jax.random.PRNGKey(20)``);
     * MHA: 4 heads (the neurons), $d_k = 8$, $d_v = 20$, input dimension 20, sequence 16, readout
-      $R_i\in\mathbb R^{d_v\times8}$ (:func:`nqf.multihead_attention`).
+      $R_i\in\mathbb R^{d_v\times8}$ (:func:`nqf.architectures.multihead_attention`).
     """
     check_key("key", key)
     o = int(outputs)

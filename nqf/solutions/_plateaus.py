@@ -264,7 +264,7 @@ def diagnose(
             ``flow_points``).
 
     Returns:
-        a :class:`nqf.Diagnosis` (``print`` it; ``.plot()``).
+        a :class:`nqf.solutions.Diagnosis` (``print`` it; ``.plot()``).
     """
     run = model_run(model, data, optimizer, num_steps, apply=apply, neuron_axes=neuron_axes, **options)
     return Diagnosis(run, read_plateaus(run))

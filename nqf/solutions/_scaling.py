@@ -228,7 +228,7 @@ def sample_wise_loss(
     and $c_{\mu j} = \lambda_{\mu,j}/\lambda_{\mu,\max}$: with $u = \zeta_\mu t$ ($\zeta_\mu = \frac8m\lambda_{\mu,\max}y_\mu$,
     Eq. 174) and $\psi = -\frac8m\lambda_{\mu,\max}\xi_\mu$,
     $$ \frac{d\psi}{du} = 1 - \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi},\qquad \frac{\Delta_\mu}{y_\mu} = \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi} - 1. $$
-    Every sample is integrated (Tsit5, ``jax.vmap``, through :func:`nqf.flow.integrate`; the
+    Every sample is integrated (Tsit5, ``jax.vmap``, through ``integrate`` (the one ``diffeqsolve`` call of :mod:`nqf.flow`); the
     tolerances are traced, so a new ``rtol`` compiles nothing) in its own clock up to $u^* + $ ``tail``, where
     $u^*\approx\ln(1/\sum_j\kappa_{\mu j})$ is its switch-on, and saved at $u = \zeta_\mu t$; beyond that clock it has converged (its residual is below $e^{-c\,\mathrm{tail}}$,
     $c$ the smallest $c_{\mu j} > 0$) and is reported as 0.

@@ -126,8 +126,6 @@ def sample_switch_on_logistic(
 
 
 # ------------------------------------------------------------------ feature-wise switch-on
-#: Eq. (158), feature-wise: the same function as :func:`nqf.switch_on_time`.
-feature_switch_on_time = switch_on_time
 
 
 def rescaled_time(t, eps):
@@ -203,7 +201,7 @@ def singular_limit_sweep(
     lets sweeps of different sizes (and tolerances) share one compiled program.
 
     ``data`` is an :class:`~nqf.model.NQFData` with ZGZ (targets $y_\mu - f_0$). The solve goes
-    through :func:`nqf.flow.integrate` (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
+    through ``integrate`` (the one ``diffeqsolve`` call of :mod:`nqf.flow`) (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
     dataset enters the vmap over $\epsilon$ once, unbatched. ``mesh`` (a ``jax.sharding.Mesh``, e.g.
     :func:`nqf.flow.batch_mesh`) splits the grid of $\epsilon$ over its devices, with the same
     numbers as without it. ``progress=True`` uses host callbacks, so that program is not kept by

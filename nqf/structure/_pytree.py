@@ -11,7 +11,7 @@ fixed), :func:`neuron_weights` packs the neuron leaves into one $W$:
   axes in C order;
 * column $i$ of $W$ is neuron $i$.
 
-For a two-layer MLP this is the packing ``w = [u; v]`` of :func:`nqf.two_layer_mlp` (Eq. 6). The
+For a two-layer MLP this is the packing ``w = [u; v]`` of :func:`nqf.architectures.two_layer_mlp` (Eq. 6). The
 structure matrix $A(x)$ of Theorem 1 (Eq. 2) in these coordinates is then
 :func:`nqf.structure_matrix` of $W\mapsto$ ``apply(unflatten(W), x)``: :func:`pytree_structure_matrix`.
 """
