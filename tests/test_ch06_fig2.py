@@ -14,7 +14,7 @@ from helpers import count_compilations
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch06_fig2 import fig2_run, half_times  # noqa: E402
 
-MLP = fig2_modules()[0]
+MLP = fig2_modules(key=jax.random.PRNGKey(20))[0]
 TEACHER = low_rank_teacher(MLP, 60, key=jax.random.PRNGKey(0))
 SIGMAS = (0.01, 0.2)
 
