@@ -14,7 +14,7 @@ from helpers import count_compilations
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch08_deep import deep_nqf_gd  # noqa: E402
 
-ARCH = architectures.deep_mlp(4, (5, 6, 7))
+ARCH = architectures.deep_mlp(k=4, hidden=(5, 6, 7))
 
 
 def _setup(seed):

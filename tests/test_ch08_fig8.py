@@ -17,7 +17,7 @@ from ch08_fig8 import log_loss_gap, teacher_data, train_side_by_side  # noqa: E4
 
 
 def test_side_by_side_equals_separate_optax_runs():
-    arch = architectures.deep_mlp(3, (4, 4, 4))
+    arch = architectures.deep_mlp(k=3, hidden=(4, 4, 4))
     S = 2
     Wt = tuple(jax.random.normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(0), 2),
                                                                     arch.ps, arch.widths))
