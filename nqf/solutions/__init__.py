@@ -49,6 +49,7 @@ from ._scaling import logistic_excess_loss as logistic_excess_loss
 from ._scaling import sample_wise_loss as sample_wise_loss
 from ._sudden import XiFlow as XiFlow
 from ._implicit import implicit_xi as implicit_xi
+from ._plateaus import PlateauEnds as PlateauEnds
 
 __all__ = [
     "diagnose",
@@ -75,6 +76,7 @@ __all__ = [
     "orthogonal_samples_M",
     "orthogonal_samples_solution",
     "OrthogonalSamplesSolution",
+    "PlateauEnds",
     "projector_coefficients",
     "projector_M",
     "ProjectorCoefficients",
@@ -104,7 +106,6 @@ __all__ = [
 # (not in __all__): the rest of the room is private.
 from ._implicit import fixed_point as fixed_point
 from ._implicit import implicit_time as implicit_time
-from ._plateaus import PlateauEnds as PlateauEnds
 from ._lotka_volterra import commuting_eigenbasis as commuting_eigenbasis
 from ._lotka_volterra import switch_on_time_asymptotic as switch_on_time_asymptotic
 from ._riccati import target_matrix as target_matrix

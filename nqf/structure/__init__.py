@@ -26,6 +26,7 @@ from ._autodiff import structure_reports as structure_reports
 from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses
 from ._matrix_free import nqf_output as nqf_output
+from ._pytree import NeuronPacking as NeuronPacking
 
 __all__ = [
     "check_hypotheses",
@@ -38,6 +39,7 @@ __all__ = [
     "HypothesisCheck",
     "neuron_weights",
     "NeuronLayout",
+    "NeuronPacking",
     "nqf_output",
     "pytree_structure_matrix",
     "pytree_structure_stack",
@@ -58,7 +60,6 @@ __all__ = [
 from ._autodiff import structure_error as structure_error
 from ._expansion import nqf_expansion as nqf_expansion
 from ._feedforward import split_weights as split_weights
-from ._pytree import NeuronPacking as NeuronPacking
 from ._pytree import pytree_structure_report as pytree_structure_report
 from ._matrix_free import module_out as module_out
 from ._matrix_free import nqf_out as nqf_out
