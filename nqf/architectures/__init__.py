@@ -39,11 +39,13 @@ from ._modules import gaussian_linear_part as gaussian_linear_part
 from ._symmetric import output_nonlinearity_mlp as output_nonlinearity_mlp
 from ._symmetric import symmetric_examples as symmetric_examples
 from ._attention_rows import stack_query_key as stack_query_key
+from ._base import custom_architecture as custom_architecture
 
 __all__ = [
     "Architecture",
     "bilinear_sequence_regression",
     "cnn",
+    "custom_architecture",
     "CustomArchitecture",
     "deep_attention",
     "deep_mlp",
@@ -86,6 +88,5 @@ from ._base import feedforward_structure as feedforward_structure
 from ._modules import linear_expert as linear_expert
 from ._registry import Table3Row as Table3Row
 from ._registry import REGISTRY as REGISTRY
-from ._base import custom_architecture as custom_architecture
 from ._symmetric import normalised_mlp as normalised_mlp
 from ._symmetric import gated_mlp as gated_mlp

@@ -251,7 +251,7 @@ def mixture_of_experts(
     r"""Mixture of experts with independent gating, $f = \sum_i \psi(r_i^\top x)\, E(x; \Theta_i)$ (Eq. 13).
 
     Neuron packing ``w = [r (k); theta (n_theta)]``. ``expert(theta, x)`` returns
-    a scalar; the default is :func:`linear_expert` ($n_\theta = k$). Prop. 5
+    a scalar; the default is ``linear_expert`` (one linear expert) ($n_\theta = k$). Prop. 5
     needs $\psi(0) = 0$ and $E(x; 0) = 0$ (checked here on a sample input).
     Closed form (Eq. 14), $G(x) = \nabla_\Theta E(x; 0)$:
 

@@ -61,7 +61,7 @@ def teacher_dataset(
 ) -> TeacherData:
     r"""The general NQF (Eq. 20) of ``module`` on ``m`` random inputs in $\mathbb R^k$, with teacher targets.
 
-    Inputs come from :func:`subspace_inputs`; each input's $(A, g, B, f_x(0))$ is measured by
+    Inputs come from ``subspace_inputs``; each input's $(A, g, B, f_x(0))$ is measured by
     :func:`nqf.structure.structure_report` (App. B.1); the targets are the outputs of the same
     NQF at teacher weights $W^* \in \mathbb R^{p\times t}$ with entries $\mathcal N(0, s^2)$,
     $s$ = ``teacher_scale``, so a width-$t$ student can fit them exactly

@@ -148,7 +148,7 @@ def sample_power_law(
     with eigenvalues $\lambda_{\mu,\max}\cdot$``block`` (as in Fig. 4, whose block is $(1, 1.5, 2)/2$), where
     $\lambda_{\mu,\max} = mc_\zeta\mu^{-\gamma_2}/(8y_\mu)$ so that $\zeta_\mu = c_\zeta\mu^{-\gamma_2}$ (Eq. 174).
     All features start at $z_k(0) = \epsilon$ (Thm 10). The structure matrices are diagonal with disjoint
-    supports ($A_\mu A_\nu = 0$), see :func:`sample_dataset`."""
+    supports ($A_\mu A_\nu = 0$), see ``sample_dataset``."""
     m = _positive_int("m", m)
     g1, g2 = _finite("gamma1", gamma1), _finite("gamma2", gamma2)
     e = _finite("eps", eps, positive=True)

@@ -63,8 +63,6 @@ def check_forms(forms, stats) -> None:
 
 
 
-_check_forms = check_forms  # the old private name, still imported by nqf/training/_deep.py
-
 def deep_nqf_output(stats: Stats, forms: tuple[Callable, ...], x) -> Array:
     r"""$f(x) = h^{(L)}(x)$ of the deep NQF (Def. 2, Eq. 219) from the per-layer order parameters."""
     h = x
