@@ -519,12 +519,12 @@ DESKTOP, PHONE = 1400, 390
 
 
 def _figure_style() -> tuple[float, float]:
-    """(smallest font in pt, inline dpi) of the book's figure style (nqf/pipeline/_style.py)."""
-    import importlib.util
+    """(smallest font in pt, inline dpi) of the book's figure style (nqf/pipeline/_style.py, imported as part
+    of its package: it uses nqf's argument checks)."""
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("_nqf_style", ROOT / "nqf" / "pipeline" / "_style.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(ROOT))
+    mod = importlib.import_module("nqf.pipeline._style")
     return float(getattr(mod, "MIN_FONT_PT", 9.0)), float(mod.RC_PARAMS["figure.dpi"])
 
 
