@@ -29,7 +29,6 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-_is_concrete = is_concrete  # the name used inside this file (and, until it moves, nqf/structure/_feedforward.py)
 
 
 def check_ndim(name: str, x, ndim: int, meaning: str = "") -> None:
@@ -56,7 +55,7 @@ def check_shape(name: str, x, expected: Sequence[int | None], meaning: str = "")
 
 def check_finite(name: str, x) -> None:
     """Raise if ``x`` holds NaN or infinite entries (concrete arrays only)."""
-    if _is_concrete(x):
+    if is_concrete(x):
         arr = np.asarray(x)
         if not np.all(np.isfinite(arr)):
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
@@ -81,7 +80,7 @@ def check_symmetric(name: str, x, rtol: float = 1e-10) -> None:
     shape = np.shape(x)
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise ValueError(f"`{name}` must be square in its last two axes; got shape {shape}.")
-    if _is_concrete(x):
+    if is_concrete(x):
         arr = np.asarray(x, dtype=float)
         asym = np.max(np.abs(arr - np.swapaxes(arr, -1, -2))) if arr.size else 0.0
         scale = max(np.max(np.abs(arr)) if arr.size else 0.0, 1e-300)
@@ -95,7 +94,7 @@ def check_symmetric(name: str, x, rtol: float = 1e-10) -> None:
 def check_psd(name: str, x, rtol: float = 1e-10) -> None:
     """Raise unless ``x`` is symmetric positive semi-definite (concrete arrays only)."""
     check_symmetric(name, x, rtol=rtol)
-    if _is_concrete(x):
+    if is_concrete(x):
         arr = np.asarray(x, dtype=float)
         eig = np.linalg.eigvalsh(0.5 * (arr + np.swapaxes(arr, -1, -2)))
         scale = max(np.max(np.abs(eig)) if eig.size else 0.0, 1e-300)
@@ -135,10 +134,10 @@ def check_positive(name: str, value, strict: bool = True) -> None:
     for NaN, infinities and values out of range. Tracers pass (check them with ``error_if``).
     """
     rel = "> 0" if strict else ">= 0"
-    if isinstance(value, (np.ndarray, jax.Array)) and _is_concrete(value) and np.size(value) == 1:
+    if isinstance(value, (np.ndarray, jax.Array)) and is_concrete(value) and np.size(value) == 1:
         value = np.asarray(value).reshape(()).item()
     v = _real_scalar(name, value, f"a finite real number {rel}")
-    if _is_concrete(v):
+    if is_concrete(v):
         v = float(v)
         if not np.isfinite(v) or (v <= 0 if strict else v < 0):
             raise ValueError(f"`{name}` must be a finite real number {rel}; got {v!r}.")
@@ -153,7 +152,7 @@ def check_tolerance(name: str, value) -> float:
 def check_real(name: str, value, *, finite: bool = True):
     """A real scalar (finite unless ``finite=False``); returns it unchanged."""
     v = _real_scalar(name, value, "a finite real number" if finite else "a real number")
-    if finite and _is_concrete(v) and not np.isfinite(float(v)):
+    if finite and is_concrete(v) and not np.isfinite(float(v)):
         raise ValueError(f"`{name}` must be a finite real number; got {float(v)!r}.")
     return value
 
@@ -163,7 +162,7 @@ def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None 
 
     Floats (even ``3.0``), bools, strings and arrays of size > 1 are a ``TypeError``.
     """
-    if isinstance(value, (np.ndarray, jax.Array)) and _is_concrete(value) and np.shape(value) == () \
+    if isinstance(value, (np.ndarray, jax.Array)) and is_concrete(value) and np.shape(value) == () \
             and np.issubdtype(np.asarray(value).dtype, np.integer):
         value = int(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
@@ -216,7 +215,7 @@ def check_index(name: str, idx, n: int, *, what: str = "sample") -> None:
         dtype = arr.dtype
     if not (np.issubdtype(dtype, np.integer) or (np.size(idx) == 0)):
         raise TypeError(f"`{name}` must hold integer {what} indices; got dtype {dtype}.")
-    if _is_concrete(idx):
+    if is_concrete(idx):
         arr = np.asarray(idx)
         if arr.size and (arr.min() < 0 or arr.max() >= n):
             bad = arr[(arr < 0) | (arr >= n)]
@@ -260,7 +259,7 @@ def error_if(x, pred, message: str):
 
 def check_index_traced(name: str, idx, n: int, *, what: str = "sample"):
     """:func:`check_index` for traced indices: returns ``idx`` guarded by ``equinox.error_if``."""
-    if _is_concrete(idx):
+    if is_concrete(idx):
         check_index(name, idx, n, what=what)
         return idx
     return error_if(idx, jnp.any((idx < 0) | (idx >= n)),
@@ -269,7 +268,7 @@ def check_index_traced(name: str, idx, n: int, *, what: str = "sample"):
 
 def check_finite_traced(name: str, x):
     """:func:`check_finite` for traced arrays: returns ``x`` guarded by ``equinox.error_if``."""
-    if _is_concrete(x):
+    if is_concrete(x):
         check_finite(name, x)
         return x
     return error_if(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` must be finite; got NaN/inf entries.")
@@ -335,7 +334,7 @@ def as_real_array(name: str, x, dtype=float):
     objects and complex numbers (instead of NumPy's "could not convert string to float")."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"`{name}` must be an array of real numbers; got {type(x).__name__} {_describe(x)}.")
-    if _is_concrete(x) and not isinstance(x, jax.Array):
+    if is_concrete(x) and not isinstance(x, jax.Array):
         try:
             kind = np.asarray(x).dtype.kind
         except (TypeError, ValueError) as err:
