@@ -45,8 +45,24 @@ def test_chapter_at_quick_fidelity(notebook):
     assert data["passed"] and not failed, f"{notebook.stem}: failed claims {failed}"
     assert data["n_claims"] >= 1
     assert (ROOT / "_build" / "executed" / "quick" / notebook.name).is_file()
+    _quick_never_contradicts_full(data)
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]
     print(f"{notebook.stem}: {data['n_claims']} claims hold, {timing['seconds']:.1f} s at quick fidelity")
+
+
+def _quick_never_contradicts_full(data: dict) -> None:
+    """A quick verdict that is conclusive and opposite to the committed full-build record fails
+    (BOOK.md rule 10); inconclusive at quick, or a verdict the record does not have yet, is allowed."""
+    from nqf.pipeline._verdicts import verdict_contradictions
+
+    record_path = ROOT / "benchmarks" / "verdicts-full.json"
+    if not data.get("verdicts") or not record_path.is_file():
+        return
+    record = json.loads(record_path.read_text(encoding="utf-8"))["chapters"].get(data["chapter"], {})
+    quick = {v["name"]: v["outcome"] for v in data["verdicts"]}
+    bad = verdict_contradictions(quick, record)
+    assert not bad, (f"{data['chapter']}: quick verdicts contradict the full record "
+                     f"(benchmarks/verdicts-full.json): {bad}")
 
 
 # ------------------------------------------------------------- rerun a chapter with other settings

@@ -34,6 +34,11 @@ from ._criteria import seed_spread as seed_spread
 from ._criteria import mean_interval as mean_interval
 from ._criteria import about_band as about_band
 from ._criteria import record_verdict as record_verdict
+from ._verdicts import Rule as Rule
+from ._verdicts import RuleChange as RuleChange
+from ._verdicts import Verdict as Verdict
+from ._verdicts import OptionVerdict as OptionVerdict
+from ._verdicts import judge as judge
 from ._claim import Claim as Claim
 from ._claims_table import ClaimsSummary as ClaimsSummary
 from ._claims_table import ClaimsTable as ClaimsTable
@@ -50,17 +55,21 @@ __all__ = [
     "figsize",
     "glue",
     "intercept_fit",
+    "judge",
     "interval_tolerance",
     "legend_below",
     "loglog_slope",
     "mean_interval",
     "MEASURED_KW",
+    "OptionVerdict",
     "PALETTE",
     "parameter_type",
     "ParameterType",
     "power_law_fit",
     "PowerLawFit",
     "record_verdict",
+    "Rule",
+    "RuleChange",
     "savefig",
     "seed_spread",
     "Sensitivity",
@@ -71,6 +80,7 @@ __all__ = [
     "structure_heatmap",
     "switch_on_window",
     "THEORY_KW",
+    "Verdict",
     "window_sensitivity",
 ]
 
@@ -82,3 +92,4 @@ from ._style import RC_PARAMS as RC_PARAMS
 from ._style import COLUMN_WIDTH_IN as COLUMN_WIDTH_IN
 from ._criteria import shift_gap as shift_gap
 from ._chapter import interactive_settings as interactive_settings
+from ._verdicts import verdict_contradictions as verdict_contradictions

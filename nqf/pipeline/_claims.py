@@ -73,6 +73,7 @@ from .._checks import require_kind
 from .._checks import require_value
 from ._claim import KINDS, Claim, _fmt
 from ._claims_table import ClaimsSummary, ClaimsTable
+from ._verdicts import Verdict, outcome_counts
 
 
 _CHAPTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -138,6 +139,7 @@ class Claims:
         self.fidelity = fidelity
         self.out_dir = pathlib.Path(out_dir)
         self._claims: list[Claim] = []
+        self._verdicts: list[Verdict] = []
 
     # ------------------------------------------------------------------ adding
     def _add(self, claim: Claim) -> bool:
@@ -227,7 +229,24 @@ class Claims:
                                note=self._check_text(name, "note", note), kind=kind,
                                exact_note=self._check_text(name, "exact_note", exact_note)))
 
+    def add_verdict(self, verdict: Verdict) -> str:
+        """Record a :class:`~nqf.pipeline.Verdict` (what :func:`nqf.pipeline.judge` does); returns its outcome.
+
+        A verdict never fails the chapter: ``holds``, ``against`` and ``inconclusive`` are all results.
+        """
+        require_kind("verdict", isinstance(verdict, Verdict), "a nqf.pipeline.Verdict", type(verdict).__name__)
+        names = {v.name for v in self._verdicts} | {c.name for c in self._claims}
+        require_value("rule.name", verdict.name not in names, f"unique in chapter {self.chapter}",
+                      f"the duplicate name {verdict.name!r}")
+        self._verdicts.append(verdict)
+        return verdict.outcome
+
     # --------------------------------------------------------------- reporting
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """The verdicts recorded so far, in order."""
+        return list(self._verdicts)
+
     @property
     def claims(self) -> list[Claim]:
         """The claims recorded so far, in order."""
@@ -250,7 +269,7 @@ class Claims:
 
     def table(self) -> ClaimsTable:
         """A table of all claims, grouped by kind, for display in the notebook (HTML/Markdown/text)."""
-        return ClaimsTable(self.chapter, self.fidelity, self._claims)
+        return ClaimsTable(self.chapter, self.fidelity, self._claims, self._verdicts)
 
     def to_json(self) -> dict:
         failed = self.failed
@@ -263,7 +282,9 @@ class Claims:
             "n_finding": self.count("finding"),
             "n_sanity": self.count("sanity"),
             "n_failed": len(failed),
+            "verdict_counts": outcome_counts(self._verdicts),
             "claims": [c.to_json() for c in self._claims],
+            "verdicts": [v.to_json() for v in self._verdicts],
         }
 
     def finish(self) -> ClaimsSummary:
@@ -297,16 +318,17 @@ class Claims:
 
         where = f"{self.chapter} ({self.fidelity})"
         require(bool(self._claims), ClaimError, f"{where}: no claims were recorded")
-        require(bool(self.count("paper")), ClaimError, f"{where}: no paper claim (only findings and sanity checks)")
+        require(bool(self.count("paper")) or bool(self._verdicts), ClaimError,
+                f"{where}: no paper claim and no verdict (only findings and sanity checks)")
         failed = self.failed
         lines = [f"{where}: {len(failed)} of {len(self._claims)} claim(s) failed:"]
         require(not failed, ClaimError, "\n".join(lines + [f"  - {c.describe()}" for c in failed]))
         return ClaimsSummary(self.chapter, self.fidelity, path, self.count("paper"), self.count("sanity"),
-                             n_finding=self.count("finding"))
+                             n_finding=self.count("finding"), verdicts=outcome_counts(self._verdicts))
 
     def __repr__(self) -> str:
         return (
             f"Claims(chapter={self.chapter!r}, fidelity={self.fidelity!r}, {len(self._claims)} claim(s): "
             f"{self.count('paper')} paper, {self.count('finding')} finding, {self.count('sanity')} sanity; "
-            f"{len(self.failed)} failed)"
+            f"{len(self.failed)} failed; {len(self._verdicts)} verdict(s))"
         )

@@ -12,6 +12,9 @@ from ._claim import KINDS
 from ._claim import Claim
 from ._claim import _measured_text
 from ._claim import readable_name
+from ._verdicts import OUTCOMES
+from ._verdicts import Verdict
+from ._verdicts import outcome_counts
 
 _GROUP_TITLES = {
     "paper": "Paper claims",
@@ -37,10 +40,65 @@ class ClaimsTable:
     sanity checks, each group a table of its own with its own count.
     """
 
-    def __init__(self, chapter: str, fidelity: str, claims: list[Claim]):
+    def __init__(self, chapter: str, fidelity: str, claims: list[Claim], verdicts: list[Verdict] = ()):
         self.chapter = chapter
         self.fidelity = fidelity
         self.claims = list(claims)
+        self.verdicts = list(verdicts)
+
+    @staticmethod
+    def _option_text(v: Verdict) -> str:
+        parts = []
+        for o in v.options:
+            head = f"{o.option}: " if o.option else ""
+            if o.reason:
+                parts.append(f"{head}{o.outcome} ({o.reason})")
+                continue
+            div = f", {len(o.diverged)} diverged (seeds {', '.join(map(str, o.diverged))}) not judged" if o.diverged else ""
+            se = f" ± {o.se:.2g}" if o.se == o.se else ""
+            side = "<" if v.rule.paper_side == "below" else ">"
+            parts.append(f"{head}{o.outcome}: mean {o.mean:.4g}{se} (paper: {side} {o.threshold:.4g}); "
+                         f"margin {o.margin:+.3g} vs uncertainty {o.uncertainty:.3g}; n = {o.n}{div}")
+        return "; ".join(parts)
+
+    @staticmethod
+    def _verdict_row(v: Verdict) -> tuple[str, ...]:
+        seeds = (f"{len(v.seeds)} confirmation seeds ({v.seeds[0]}–{v.seeds[-1]})" if v.seeds
+                 else "deterministic")
+        outcome = v.outcome + (f" (depends on {v.depends_on})" if v.depends_on else "")
+        rule = (f"{v.rule.statistic}; threshold: {v.rule.threshold}; z = {v.rule.z:g}"
+                + (f", resolution {v.resolution:g}" if v.resolution else "")
+                + f"; {seeds}; fixed at {v.rule.fixed_at}")
+        return (readable_name(v.name), outcome, ClaimsTable._option_text(v), rule)
+
+    def changes(self) -> list[tuple[str, str, str, str, str]]:
+        """``(rule, date, commit, what, why)`` for every rule change made after a run, oldest first."""
+        rows = [(v.name, c.date, c.commit, c.what, c.why) for v in self.verdicts for c in v.rule.changes]
+        return sorted(rows, key=lambda r: r[1])
+
+    def _html_verdicts(self) -> str:
+        esc = html.escape
+        counts = outcome_counts(self.verdicts)
+        where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
+        tally = ", ".join(f"{counts[k]} {k}" for k in OUTCOMES)
+        caption = (f"Verdicts on the paper's figures, {where}: {tally} "
+                   "<span class=\"nqf-claims-help\">(each rule fixed before its confirmation runs; "
+                   "conclusive only beyond z standard errors plus the recording resolution, under every "
+                   "option the paper leaves open)</span>")
+        head = "".join(f"<th>{h}</th>" for h in ("rule", "verdict", "per option", "how it is judged"))
+        body = []
+        for v in self.verdicts:
+            cells = "".join(_cell(x, k) for x, k in zip(self._verdict_row(v), ("claim", f"verdict-{v.outcome}",
+                                                                                "note", "note")))
+            body.append(f"<tr>{cells}</tr>")
+        out = (f'<table class="nqf-claims nqf-claims-verdicts"><caption>{caption}</caption>'
+               f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        changes = self.changes()
+        if changes:
+            items = "".join(f"<li>{esc(d)}, {esc(c)}: <em>{esc(readable_name(r))}</em>: {esc(w)} ({esc(y)})</li>"
+                            for r, d, c, w, y in changes)
+            out += f'<p class="nqf-rule-changes-title">Rules changed after a run</p><ul class="nqf-rule-changes">{items}</ul>'
+        return out
 
     @staticmethod
     def _row(c: Claim) -> tuple[str, ...]:
@@ -92,6 +150,8 @@ class ClaimsTable:
 
     def _repr_html_(self) -> str:
         out = ['<div class="nqf-claims-wrap">']
+        if self.verdicts:
+            out.append(self._html_verdicts())
         out += [self._html_table(kind, members) for kind, members in self.groups()]
         out.append("</div>")
         return "".join(out)
@@ -103,6 +163,11 @@ class ClaimsTable:
         head = ("kind",) + self._HEAD
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(cell(v) for v in (c.kind,) + self._row(c)) + " |" for c in self._ordered()]
+        if self.verdicts:
+            vhead = ("rule", "verdict", "per option", "how it is judged")
+            vlines = ["| " + " | ".join(vhead) + " |", "|" + "---|" * len(vhead)]
+            vlines += ["| " + " | ".join(cell(x) for x in self._verdict_row(v)) + " |" for v in self.verdicts]
+            lines = vlines + [""] + lines
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -130,26 +195,46 @@ class ClaimsSummary:
     """
 
     def __init__(self, chapter: str, fidelity: str, path: pathlib.Path, n_paper: int, n_sanity: int, *,
-                 n_finding: int = 0):
+                 n_finding: int = 0, verdicts: dict | None = None):
         self.chapter = chapter
         self.fidelity = fidelity
         self.path = path
         self.n_paper = n_paper
         self.n_finding = n_finding
         self.n_sanity = n_sanity
+        self.verdicts = dict(verdicts or dict.fromkeys(OUTCOMES, 0))
+
+    def _verdict_text(self) -> str:
+        """"N rules hold, K against, J inconclusive" (empty when the chapter judges no rule)."""
+        if not sum(self.verdicts.values()):
+            return ""
+        n = self.verdicts
+        return (f"{n['holds']} {'rule holds' if n['holds'] == 1 else 'rules hold'}, {n['against']} against, "
+                f"{n['inconclusive']} inconclusive")
+
+    def _claims_text(self) -> str:
+        other = " other" if sum(self.verdicts.values()) else ""
+        if not self.n_paper:
+            return ""
+        return f"the {self.n_paper}{other} paper claims hold" if self.n_paper > 1 else f"the{other} paper claim holds"
 
     def __str__(self) -> str:
         # the file name only: the page must not show a path of the build machine
+        parts = [x for x in (self._verdict_text(), self._claims_text()) if x]
         return (
-            f"{self.chapter} at fidelity {self.fidelity!r}: all {self.n_paper} paper claims hold "
+            f"{self.chapter} at fidelity {self.fidelity!r}: {'; '.join(parts)} "
             f"(findings and sanity checks, tabled apart, pass too; written to claims/{self.path.name})"
         )
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        verdicts = self._verdict_text()
+        lead = f"<strong>Verdicts on the paper's figures: {html.escape(verdicts)}</strong>; " if verdicts else ""
+        claims = self._claims_text()
+        claims = f"<strong>{html.escape(claims)}</strong>" if not verdicts else html.escape(claims)
         return (
-            f'<p class="nqf-claims-summary"><strong>{self.n_paper} paper claims hold</strong> '
+            f'<p class="nqf-claims-summary">{lead}{claims} '
             f"({html.escape(self.chapter)}, fidelity “{html.escape(self.fidelity)}”); the book's findings "
             f"and the sanity checks of our own code, tabled apart, pass too.</p>"
         )
