@@ -21,6 +21,7 @@ from .cache import recover_chapter, source_tree_hash, verify_executed
 from .chapters import check_toc, toc_documents
 from .layout import FIDELITIES, PROG, Layout, fmt_seconds, read_json, rm, strip_ansi
 from .processes import CHILD_GROUPS, end_children, locked, source_date_epoch
+from .verdicts import verdicts_markdown
 
 
 def timings_markdown(root: Path, fidelity: str) -> str:
@@ -245,6 +246,7 @@ def _stage(root: Path, lay: Layout, chapters: list[Path], executed: dict[str, by
     gen = stage / "book" / "_generated"
     gen.mkdir(exist_ok=True)
     (gen / "timings.md").write_text(timings_markdown(root, lay.fidelity), encoding="utf-8")
+    (gen / "verdicts.md").write_text(verdicts_markdown(root, lay.fidelity), encoding="utf-8")
     return stage
 
 

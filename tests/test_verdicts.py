@@ -117,3 +117,20 @@ def test_bad_rules_are_refused():
         rule(z=0.0)
     with pytest.raises(ValueError, match="threshold"):
         judge(None, rule(), [40.0] * 5, np.nan, seeds=SEEDS)
+
+
+def test_the_introduction_tallies_the_verdicts_of_the_published_build(tmp_path):
+    from nqfbook.verdicts import verdicts_markdown
+
+    out = tmp_path / "_build" / "output" / "full"
+    claims = Claims("ch98", "full", out)
+    claims.less("a check", 1.0, 2.0, kind="paper")
+    judge(claims, rule(), [40.0, 41.0, 39.0, 40.0, 40.0], 30.0, seeds=SEEDS)
+    judge(claims, rule(name="Fig. Z"), {"a": [20.0, 21.0, 19.0, 20.0, 20.0], "b": [40.0, 41.0, 39.0, 40.0, 40.0]},
+          30.0, seeds=SEEDS, option="the learning rate")
+    claims.finish()
+    (out / "claims" / "ch98_side.json").write_text('{"x": 1}')      # a side file is not a chapter
+    text = verdicts_markdown(tmp_path, "full")
+    assert "| ch98 | 1 | 0 | 1 | 1 |" in text
+    assert "2 figure-level rules: 1 hold, 0 against the paper, 1 inconclusive" in text
+    assert "*Fig. Z*: **inconclusive** (depends on the learning rate)" in text
