@@ -46,6 +46,7 @@ def test_chapter_at_quick_fidelity(notebook):
     assert data["n_claims"] >= 1
     assert (ROOT / "_build" / "executed" / "quick" / notebook.name).is_file()
     _quick_never_contradicts_full(data)
+    _rules_were_fixed_in_the_history(data)
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]
     print(f"{notebook.stem}: {data['n_claims']} claims hold, {timing['seconds']:.1f} s at quick fidelity")
 
@@ -63,6 +64,19 @@ def _quick_never_contradicts_full(data: dict) -> None:
     bad = verdict_contradictions(quick, record)
     assert not bad, (f"{data['chapter']}: quick verdicts contradict the full record "
                      f"(benchmarks/verdicts-full.json): {bad}")
+
+
+def _rules_were_fixed_in_the_history(data: dict) -> None:
+    """Every rule's ``fixed_at`` (and every listed change's commit) is a commit of this history, an
+    ancestor of HEAD: the git history is the record of when a rule was fixed (BOOK.md rule 10)."""
+    if not (ROOT / ".git").exists():
+        return
+    for v in data.get("verdicts", []):
+        commits = [v["rule"]["fixed_at"]] + [c["commit"] for c in v["rule"]["changes"]]
+        for c in commits:
+            proc = subprocess.run(["git", "merge-base", "--is-ancestor", c, "HEAD"], cwd=ROOT,
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0, f"{data['chapter']}: rule {v['name']!r} names commit {c}, not an ancestor of HEAD"
 
 
 # ------------------------------------------------------------- rerun a chapter with other settings
