@@ -14,8 +14,11 @@ What a new reader pays, measured as CI does it:
    per-chapter full times from ``_build/output/full/timings.json``;
 4. writes ``benchmarks/book-timings.json`` (commit it: the "Reproduce it yourself" page renders the
    last measurement from it, with its date, commit and the machine's load) and prints a table
-   against the budgets of BOOK.md: every chapter at quick fidelity < 45 s, ``make test`` < 12 min,
-   ``make book`` < 15 min, on 2 cores.
+   against the budgets of BOOK.md: every chapter at quick fidelity < 45 s, ``make test`` < 10 min,
+   ``make book`` < 15 min, on 2 cores;
+5. times a fixed CPU reference kernel (a numpy matrix product and a jitted JAX ``lax.scan``, the
+   same work on every machine) before and after the runs, so that records of different machines
+   compare: a machine twice as slow on the kernel is expected to be about twice as slow on the book.
 
 This script measures; it asserts nothing and exits 0 even when a budget is exceeded (it exits 1
 only if a command failed).
@@ -41,7 +44,7 @@ RECORD = ROOT / "benchmarks" / "book-timings.json"
 
 # BOOK.md's budgets (2-core CPU).
 QUICK_CHAPTER_BUDGET = 45.0
-MAKE_TEST_BUDGET = 12 * 60.0
+MAKE_TEST_BUDGET = 10 * 60.0
 MAKE_BOOK_BUDGET = 15 * 60.0
 
 
@@ -65,6 +68,50 @@ def chapter_times(out: Path, fidelity: str) -> dict[str, float]:
         for stem, v in data.get("chapters", {}).items()
         if v.get("status") == "passed" and not v.get("cached") and not v.get("parameters")
     }
+
+
+_REFERENCE = r"""
+import time, numpy as np, jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+a = np.random.default_rng(0).standard_normal((600, 600))
+t0 = time.perf_counter()
+for _ in range(20):
+    a = np.tanh(a @ a.T / 600.0)
+t_np = time.perf_counter() - t0
+@jax.jit
+def run(x):
+    return jax.lax.scan(lambda c, _: (jnp.tanh(c @ c.T / 200.0), None), x, None, length=2000)[0]
+x = jnp.asarray(np.random.default_rng(1).standard_normal((200, 200)))
+run(x).block_until_ready()
+t0 = time.perf_counter()
+run(x).block_until_ready()
+t_jax = time.perf_counter() - t0
+print(f"{t_np:.6f} {t_jax:.6f}")
+"""
+
+
+def cpu_reference(python: Path) -> dict:
+    """The fixed reference kernel, timed in a fresh process: numpy (20 products 600x600, float64) and a
+    jitted JAX ``lax.scan`` (2000 products 200x200, float64, compile excluded), best of 3."""
+    best = [float("inf"), float("inf")]
+    for _ in range(3):
+        out = subprocess.run([str(python), "-c", _REFERENCE], capture_output=True, text=True)
+        if out.returncode:
+            return {"error": out.stderr.strip().splitlines()[-1:] or ["?"]}
+        vals = [float(v) for v in out.stdout.split()]
+        best = [min(b, v) for b, v in zip(best, vals)]
+    return {"numpy_seconds": round(best[0], 4), "jax_scan_seconds": round(best[1], 4),
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
 
 
 def fmt(s: float | None) -> str:
@@ -106,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         if rc:
             print("make venv failed in the clone", file=sys.stderr)
             return 1
+    python = where / ".venv" / "bin" / "python"
+    reference_before = cpu_reference(python)
+    print(f"CPU reference kernel before the runs: {reference_before}", flush=True)
     out = where / "_build" / "output"
     for fid in ("quick", "full"):  # stale timings of earlier runs must not be reported
         (out / fid / "timings.json").unlink(missing_ok=True)
@@ -125,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         if rc:
             failed_commands.append("make book")
 
+    reference_after = cpu_reference(python)
+    print(f"CPU reference kernel after the runs: {reference_after}", flush=True)
     quick, full = chapter_times(out, "quick"), chapter_times(out, "full")
     full_timings = out / "full" / "timings.json"
     site_secs = None
@@ -157,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         "where": "this working tree" if args.here else "a fresh clone of HEAD",
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "system": platform.system(),
                     "python": platform.python_version(), "jax": jax_version},
+        "cpu_reference": {"before": reference_before, "after": reference_after},
         "cold_jax_cache": not (args.here and args.warm),
         "chapters": {s: {"quick": quick.get(s), "full": full.get(s)} for s in sorted(set(quick) | set(full))},
         "commands": results,

@@ -40,11 +40,16 @@ def timings_markdown(root: Path, fidelity: str) -> str:
         commit = (bench.get("commit") or "?")[:10]
         lines.append(
             f"Last measured by `make bench` on {bench.get('date', '?')}, at commit `{commit}`, in "
-            f"{bench.get('where', 'this working tree')} ({m.get('cpus', '?')} CPU cores, {m.get('platform', '?')}, "
-            f"Python {m.get('python', '?')}, JAX compilation cache "
+            f"{bench.get('where', 'this working tree')} ({m.get('cpus', '?')} CPU cores"
+            + (f", {m['cpu']}" if m.get("cpu") else "") + f", Python {m.get('python', '?')}, JAX compilation cache "
             f"{'cold' if bench.get('cold_jax_cache', True) else 'warm'} at the start"
             + (f", load average {load[0]:.1f} when it started" if load else "") + ")."
         )
+        ref = (bench.get("cpu_reference") or {}).get("before") or {}
+        if "numpy_seconds" in ref:
+            lines += ["", f"On that machine the fixed reference kernel of `benchmarks/bench_book.py` took "
+                          f"{ref['numpy_seconds']:.2f} s (numpy) and {ref['jax_scan_seconds']:.2f} s (a jitted JAX "
+                          "scan): a machine that is twice as slow on it should take about twice as long below."]
         lines += ["", "Quick times are each chapter's wall time inside `make test`, which runs on two workers "
                   "(a chapter shares the two cores with another chapter or the unit tests); full times are "
                   "from `make book`, one chapter at a time.",
