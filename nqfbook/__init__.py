@@ -22,8 +22,15 @@ Command line (from the repository root)::
   ``{out_dir}/claims/{chNN or stem}.json`` and fails if it is missing, was
   written for another fidelity, or records a failed claim. Wall times go to
   ``_build/output/{fidelity}/timings.json``.
+* ``-p`` values are checked before anything runs: a parameter given twice is
+  refused, and each value must be of its declared type and in its declared
+  range (``rays: "positive int" = None``, ``etas: "list[nonnegative float]"``;
+  :func:`nqf.pipeline.parameter_type`). A parameter declared ``"import path"``
+  (chapter 9's ``model``) must name a module found on the kernel's path (the
+  notebook's folder, ``PYTHONPATH``) whose source defines the attribute.
 * A chapter is re-executed unless a previous successful execution had the same
-  key: content hash of (the notebook, its parameters, every file under
+  key: content hash of (the notebook, its parameters, the source of a module a
+  ``-p`` import path names, every file under
   ``nqf/`` -- a superset of the sources it imports --, ``pyproject.toml``,
   ``requirements-lock.txt``, Python version, fidelity) *and* its executed
   notebook (content hash recorded when it was written), claims file and the

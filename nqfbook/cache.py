@@ -3,8 +3,9 @@
 A chapter's key hashes what the chapter imports and is given: every file under ``nqf/`` (the
 science and the chapter helpers of ``nqf/pipeline/``), Python files next to the chapters, the
 pins (``pyproject.toml``, ``requirements-lock.txt``), the notebook, its fidelity and parameters,
-and the versions of Python, papermill and the normalisation. The runner itself (``nqfbook/``)
-is not part of it: editing the tool re-executes nothing.
+the module a ``-p`` import path names (``-p model=my_models:make``: its source file), and the
+versions of Python, papermill and the normalisation. The runner itself (``nqfbook/``) is not
+part of it: editing the tool re-executes nothing.
 
 A successful execution leaves a record (``_build/executed/{fidelity}/.records/{stem}.json``)
 with its key, the content hash of the executed notebook and of every file it wrote; a chapter
@@ -56,8 +57,13 @@ def source_tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def cache_key(notebook: Path, tree_hash: str, fidelity: str, parameters: dict) -> str:
-    """Content hash of one execution's inputs: the notebook, its parameters, the sources, the versions."""
+def cache_key(notebook: Path, tree_hash: str, fidelity: str, parameters: dict, *,
+              sources: Optional[dict] = None) -> str:
+    """Content hash of one execution's inputs: the notebook, its parameters, the sources, the versions.
+
+    ``sources`` (parameter -> file) adds the content of the module a parameter names (``-p model=mod:f``,
+    declared ``"import path"``): a module outside ``nqf/`` and ``notebooks/`` that is edited re-executes the
+    chapter. A missing file hashes as missing (the run then fails in the kernel, and is never cached)."""
     try:
         from importlib.metadata import version
 
@@ -74,6 +80,9 @@ def cache_key(notebook: Path, tree_hash: str, fidelity: str, parameters: dict) -
         "papermill": pm_version,
         "normalisation": NORMALISATION_VERSION,
     }
+    if sources:  # only then: the keys of runs without such a parameter stay what they were
+        payload["sources"] = sorted(
+            (k, str(p), sha256_file(Path(p)) if Path(p).is_file() else "missing") for k, p in sources.items())
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -128,12 +129,18 @@ def parameter_info(notebook) -> dict[str, tuple[Any, str, str]]:
     return out
 
 
-def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, hint: str = "") -> None:
-    """A ``-p`` value must be of the parameter's type: its annotation ``hint`` (``"int"``, ``"list[float]"``,
-    ``"Optional[int]"``), else the type of its ``default``, by the one rule the kernel checks too
-    (:func:`nqf.pipeline.parameter_type`: ``rays: int = None`` accepts None and ints, not bools, floats or
-    strings; an int is a float; a list is typed by its entries). Checked before any execution, so a wrong
-    type never runs a chapter.
+def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, hint: str = "",
+                         path: Optional[list] = None) -> Optional[Path]:
+    """A ``-p`` value must be of the parameter's type and in its declared range: its annotation ``hint``
+    (``"int"``, ``"list[float]"``, ``"positive int"``, ``"list[nonnegative float]"``, ``"import path"``),
+    else the type of its ``default``, by the one rule the kernel checks too (:func:`nqf.pipeline.parameter_type`:
+    ``rays: int = None`` accepts None and ints, not bools, floats or strings; ``rays: "positive int" = None``
+    also refuses ints < 1; an int is a float; a list is typed by its entries). Checked before any execution, so
+    a wrong value never runs a chapter.
+
+    For an import path (``model: "import path" = "ch09_models:make_model"``) the module must be found on
+    ``path`` (the kernel's ``sys.path``: the notebook's folder, ``PYTHONPATH``, the environment) and its source
+    must define the attribute; its file is returned (the cache key hashes it), ``None`` for other parameters.
 
     The rule is imported from ``nqf.pipeline`` here, when a ``-p`` value is checked, not when the runner
     starts: importing ``nqf`` imports JAX (about 1 s), which a run without ``-p`` does not pay.
@@ -141,8 +148,21 @@ def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, h
     from nqf.pipeline import parameter_type
 
     kind = parameter_type(default, annotation=hint)
-    if not kind.accepts(value):
-        raise RunnerError(f"{chapter}: -p {name} must be {kind.expected}; got {type(value).__name__} {value!r}")
+    try:
+        kind.check(name, value)
+        return kind.locate(name, value, path) if kind.word == "import path" else None
+    except (TypeError, ValueError) as exc:
+        text = str(exc).replace(f"`{name}`", f"-p {name}", 1).rstrip(".")
+        raise RunnerError(f"{chapter}: {text}") from None
+
+
+def kernel_path(root: Path, notebook: Path) -> list[str]:
+    """The ``sys.path`` a chapter's kernel gets: its folder (the kernel's cwd), the repository root and
+    ``PYTHONPATH`` (as :func:`nqfbook.processes.prepare_environment` sets it), then this interpreter's own
+    entries (the same environment), without the runner's working directory."""
+    pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    own = sys.path[1:] if sys.path and sys.path[0] in ("", os.getcwd()) else list(sys.path)
+    return [str(Path(notebook).parent), str(root), *pp, *own]
 
 
 def parse_parameter(text: str) -> tuple[str, Any]:
@@ -157,9 +177,21 @@ def parse_parameter(text: str) -> tuple[str, Any]:
         )
     try:
         value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = raw
     return name, value
+
+
+def parse_parameters(texts: list[str]) -> dict[str, Any]:
+    """Every ``-p name=value`` (:func:`parse_parameter`); a name given twice is refused (the runner never
+    picks one of two values silently)."""
+    params: dict[str, Any] = {}
+    for text in texts:
+        name, value = parse_parameter(text)
+        if name in params:
+            raise RunnerError(f"-p {name} is given twice ({params[name]!r} and {value!r}); give each parameter once")
+        params[name] = value
+    return params
 
 
 # ------------------------------------------------------------------ the toc

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Optional
 
 from .cache import source_tree_hash
-from .chapters import (check_parameter_type, check_toc, discover_chapters, find_root, parameter_info,
-                       parameter_names, parse_parameter,
-                       positive_int, select_chapters)
+from .chapters import (check_parameter_type, check_toc, discover_chapters, find_root, kernel_path,
+                       parameter_info, parameter_names, parse_parameters, positive_int, select_chapters)
 from .execute import record_timing, run_chapter
 from .layout import (FIDELITIES, PROG, REQUIRED_PARAMETERS, ChapterResult, Interrupted, Layout, RunnerError,
                      fmt_seconds, rm)
@@ -56,8 +55,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.build and (args.only or args.parameter):
             raise RunnerError("--build publishes every chapter at its default parameters; "
                               "drop --only/-p (or run them without --build)")
-        params = dict(parse_parameter(t) for t in args.parameter)
-        names, info = {}, {}
+        params = parse_parameters(args.parameter)
+        names, info, sources = {}, {}, {}
         for nb_path in selected:
             try:
                 names[nb_path.stem] = parameter_names(nb_path)
@@ -73,7 +72,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             info[nb_path.stem] = parameter_info(nb_path)
             for k, v in params.items():
                 default, _, hint = info[nb_path.stem][k]
-                check_parameter_type(nb_path.stem, k, default, v, hint=hint)
+                module = check_parameter_type(nb_path.stem, k, default, v, hint=hint,
+                                              path=kernel_path(root, nb_path))
+                if module is not None:  # an import path's module: its source is part of the cache key
+                    sources.setdefault(nb_path.stem, {})[k] = module
         if args.list:
             for nb_path in selected:
                 print(f"{nb_path.stem}:")
@@ -93,7 +95,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for sig in handlers:
         signal.signal(sig, on_signal)
     try:
-        return _main(args, root, chapters, selected, params)
+        return _main(args, root, chapters, selected, params, sources)
     except Interrupted as exc:
         for sig in handlers:  # a second signal does not interrupt the clean-up
             signal.signal(sig, signal.SIG_IGN)
@@ -111,7 +113,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             signal.signal(sig, h)
 
 
-def _main(args, root: Path, chapters: list[Path], selected: list[Path], params: dict) -> int:
+def _main(args, root: Path, chapters: list[Path], selected: list[Path], params: dict,
+          sources: dict) -> int:
     try:
         prepare_environment(root)
     except RunnerError as exc:
@@ -128,7 +131,7 @@ def _main(args, root: Path, chapters: list[Path], selected: list[Path], params: 
         print(f"[{i}/{n}] {nb_path.stem} ({args.fidelity}) ...", flush=True)
         res = run_chapter(root, nb_path, args.fidelity, params, force=args.force,
                           cell_timeout=args.cell_timeout, tree_hash=tree_hash,
-                          progress_bar=sys.stdout.isatty())
+                          progress_bar=sys.stdout.isatty(), sources=sources.get(nb_path.stem))
         results.append(res)
         record_timing(lay, res, params)
         if res.status == "passed":

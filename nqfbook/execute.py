@@ -80,8 +80,12 @@ def run_chapter(
     tree_hash: Optional[str] = None,
     progress_bar: bool = False,
     log=print,
+    sources: Optional[dict] = None,
 ) -> ChapterResult:
     """Execute one chapter notebook (or reuse a valid cached execution) and check its claims.
+
+    ``sources`` maps a parameter that names an import path (``-p model=...``) to its module's file: that
+    file's content is part of the cache key (an edited module re-executes the chapter).
 
     The chapter's last good outputs are set aside, not deleted, while it runs; they come back if
     the run fails or is interrupted (``KeyboardInterrupt``/``Interrupted`` propagate after that).
@@ -100,19 +104,20 @@ def run_chapter(
     with locked(lay.locks / f"chapter-{fidelity}-{notebook.stem}.lock", log=log):
         recover_chapter(lay, notebook.stem)
         return _run_chapter_locked(lay, notebook, fidelity, dict(parameters or {}), force=force,
-                                   cell_timeout=cell_timeout, tree_hash=tree_hash, progress_bar=progress_bar)
+                                   cell_timeout=cell_timeout, tree_hash=tree_hash, progress_bar=progress_bar,
+                                   sources=sources)
 
 
 def _run_chapter_locked(lay: Layout, notebook: Path, fidelity: str, parameters: dict, *, force: bool,
                         cell_timeout: Optional[int], tree_hash: Optional[str],
-                        progress_bar: bool) -> ChapterResult:
+                        progress_bar: bool, sources: Optional[dict] = None) -> ChapterResult:
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     stem = notebook.stem
     tree_hash = tree_hash or source_tree_hash(lay.root)
-    key = cache_key(notebook, tree_hash, fidelity, parameters)
+    key = cache_key(notebook, tree_hash, fidelity, parameters, sources=sources)
 
     if not force:
         cached = cached_result(lay, stem, key)

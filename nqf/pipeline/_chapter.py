@@ -32,13 +32,31 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
     """
     require_kind("chapter", isinstance(chapter, str) and bool(chapter), "a chapter id such as 'ch01'", chapter)
     _check_fidelity("fidelity", fidelity)
+    _check_out_dir(out_dir)
     history = _history()
     check_injected_parameters(history)
     if history and not _injected(history):
         fidelity, out_dir = interactive_settings(fidelity, out_dir)
+        _check_out_dir(out_dir)
     jax.config.update("jax_enable_x64", True)
     use_style()
     return Claims(chapter, fidelity, out_dir)
+
+
+def _check_out_dir(out_dir: Any) -> None:
+    """``out_dir`` is a path (``str`` or ``os.PathLike``, not empty) of a folder that is or can be made: its
+    nearest existing ancestor is a writable directory (a file there fails now, not at ``finish()``)."""
+    require_kind("out_dir", isinstance(out_dir, (str, os.PathLike)) and not isinstance(out_dir, bytes),
+                 "a folder path (str or os.PathLike) for the chapter's claims and figures", out_dir)
+    require_value("out_dir", str(out_dir).strip() != "", "a folder path, not empty", repr(out_dir))
+    folder = Path(out_dir)
+    require_value("out_dir", not folder.exists() or folder.is_dir(), "a folder (the claims go to <out_dir>/claims/)",
+                  f"{str(out_dir)!r}, an existing file")
+    ancestor = next((a for a in (folder, *folder.parents) if a.exists()), Path("."))
+    require_value("out_dir", ancestor.is_dir(), "a path whose existing part is a folder",
+                  f"{str(out_dir)!r}, under the file {str(ancestor)!r}")
+    require_value("out_dir", os.access(ancestor, os.W_OK | os.X_OK), "a folder this process can write in",
+                  f"{str(out_dir)!r} ({str(ancestor)!r} is not writable)")
 
 
 def interactive_settings(fidelity: str, out_dir: str | os.PathLike, *,
@@ -84,8 +102,10 @@ def _injected(history: list[str]) -> bool:
 
 def check_injected_parameters(history: list[str]) -> None:
     """Refuse parameters papermill injected that the chapter's parameters cell does not declare, or of
-    another type than declared (papermill itself only warns and runs on): the rule the runner applies to
-    ``-p`` too (:func:`~nqf.pipeline.parameter_type`; ``rays: int = None`` accepts None and ints).
+    another type than declared, or out of the declared range (papermill itself only warns and runs on): the rule
+    the runner applies to ``-p`` too (:func:`~nqf.pipeline.parameter_type`; ``rays: int = None`` accepts None
+    and ints, ``rays: "positive int" = None`` None and ints >= 1); an import path's module must be found on
+    the kernel's path and define the attribute (:meth:`~nqf.pipeline.ParameterType.locate`).
 
     ``history`` holds the executed cell sources; papermill's injected cell starts with ``# Parameters``
     and follows the chapter's own parameters cell. Without an injected cell (JupyterLab, a plain
@@ -103,6 +123,7 @@ def check_injected_parameters(history: list[str]) -> None:
         if value is not ...:  # papermill injects literals; anything else is not the reader's -p
             default, annotation = declared[name]
             check_parameter(name, value, default=default, annotation=annotation)
+            parameter_type(default, annotation=annotation).locate(name, value)  # an import path: its module found
 
 
 def by_fidelity(name: str, value: Any, fidelity: str, *, quick: Any, full: Any) -> Any:
