@@ -11,6 +11,8 @@ import pathlib
 from ._claim import KINDS
 from ._claim import Claim
 from ._claim import _measured_text
+from ._claim import name_html
+from ._claim import name_markdown
 from ._claim import readable_name
 from ._verdicts import OUTCOMES
 from ._verdicts import Verdict
@@ -88,14 +90,15 @@ class ClaimsTable:
         head = "".join(f"<th>{h}</th>" for h in ("rule", "verdict", "per option", "how it is judged"))
         body = []
         for v in self.verdicts:
-            cells = "".join(_cell(x, k) for x, k in zip(self._verdict_row(v), ("claim", f"verdict-{v.outcome}",
-                                                                                "note", "note")))
+            row = self._verdict_row(v)
+            cells = (f'<td class="claim">{name_html(v.name)}</td>' + _cell(row[1], f"verdict-{v.outcome}")
+                     + _cell(row[2], "note") + _cell(row[3], "note"))
             body.append(f"<tr>{cells}</tr>")
         out = (f'<table class="nqf-claims nqf-claims-verdicts"><caption>{caption}</caption>'
                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
         changes = self.changes()
         if changes:
-            items = "".join(f"<li>{esc(d)}, {esc(c)}: <em>{esc(readable_name(r))}</em>: {esc(w)} ({esc(y)})</li>"
+            items = "".join(f"<li>{esc(d)}, {esc(c)}: <em>{name_html(r)}</em>: {esc(w)} ({esc(y)})</li>"
                             for r, d, c, w, y in changes)
             out += f'<p class="nqf-rule-changes-title">Rules changed after a run</p><ul class="nqf-rule-changes">{items}</ul>'
         return out
@@ -108,7 +111,7 @@ class ClaimsTable:
         return (
             readable_name(c.name),
             measured if c.passed else f"✗ FAIL {measured}",
-            c.target(),
+            c.shown_target(),
             c.full_note(),
         )
 
@@ -138,21 +141,47 @@ class ClaimsTable:
                    f"{n_pass} of {len(claims)} pass "
                    f"<span class=\"nqf-claims-help\">({esc(_GROUP_HELP[kind])})</span>")
         head = "".join(f"<th>{h}</th>" for h in self._HEAD)
+        # a note shared by several rows is printed once, below the table, and referred to by number
+        notes = [c.full_note() for c in claims]
+        shared = [n for n in dict.fromkeys(notes) if n and notes.count(n) > 1]
+        number = {n: i + 1 for i, n in enumerate(shared)}
         body = []
-        for c in claims:
+        for c, note in zip(claims, notes):
             cls = "" if c.passed else ' class="fail"'
-            cells = "".join(_cell(v, k) for v, k in zip(self._row(c), self._CLASSES))
+            name, measured, required, _ = self._row(c)
+            note_cell = f"<td class=\"note\">see note {number[note]}</td>" if note in number else _cell(note, "note")
+            cells = (f'<td class="claim">{name_html(c.name)}</td>' + _cell(measured, "num") + _cell(required, "num")
+                     + note_cell)
             body.append(f"<tr{cls}>{cells}</tr>")
+        foot = ""
+        if shared:
+            items = "".join(f"<li>{esc(n)}</li>" for n in shared)
+            foot = f'<ol class="nqf-claims-notes">{items}</ol>'
         return (
             f'<table class="nqf-claims nqf-claims-{kind}"><caption>{caption}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{foot}"
         )
+
+    def summary_line(self) -> str:
+        """"N claims: P paper claims, F findings, S sanity checks" (the collapsed tables' title)."""
+        counts = {kind: len(members) for kind, members in self.groups()}
+        words = {"paper": ("paper claim", "paper claims"), "finding": ("finding", "findings"),
+                 "sanity": ("sanity check", "sanity checks")}
+        parts = [f"{n} {words[k][n != 1]}" for k, n in counts.items()]
+        n_pass = sum(c.passed for c in self.claims)
+        state = "all pass" if n_pass == len(self.claims) else f"{len(self.claims) - n_pass} FAIL"
+        return f"All {len(self.claims)} checks of {self.chapter}: {', '.join(parts)} ({state})"
 
     def _repr_html_(self) -> str:
         out = ['<div class="nqf-claims-wrap">']
         if self.verdicts:
             out.append(self._html_verdicts())
-        out += [self._html_table(kind, members) for kind, members in self.groups()]
+        tables = "".join(self._html_table(kind, members) for kind, members in self.groups())
+        if tables:
+            # the full tables are collapsed (a failing chapter shows them open)
+            opened = " open" if any(not c.passed for c in self.claims) else ""
+            out.append(f'<details class="nqf-claims-details"{opened}><summary>{html.escape(self.summary_line())}'
+                       f"</summary>{tables}</details>")
         out.append("</div>")
         return "".join(out)
 
@@ -162,7 +191,8 @@ class ClaimsTable:
 
         head = ("kind",) + self._HEAD
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(cell(v) for v in (c.kind,) + self._row(c)) + " |" for c in self._ordered()]
+        lines += ["| " + " | ".join(cell(v) for v in (c.kind, name_markdown(c.name)) + self._row(c)[1:]) + " |"
+                  for c in self._ordered()]
         if self.verdicts:
             vhead = ("rule", "verdict", "per option", "how it is judged")
             vlines = ["| " + " | ".join(vhead) + " |", "|" + "---|" * len(vhead)]

@@ -17,10 +17,42 @@ def _table(tmp_path):
 
 def test_thresholds_as_given_values_to_the_precision_of_their_bound(tmp_path):
     html = _table(tmp_path)._repr_html_()
-    assert "&lt; 5.000000001" in html  # not "< 5" for a threshold of 5 + 1e-9
+    # a bound of 5 + 1e-9 met by a count of 5 reads "5 ≤ 5" at the shown precision, never "5 < 5"
+    # nor twelve digits
+    assert '<td class="num">5.00</td><td class="num">≤ 5</td>' in html
     assert '<td class="num">2.988</td>' in html  # to a tenth of the allowed 0.05, not 2.98765
     assert '<td class="num">4.99996</td>' in html  # never rounded onto its bound ("5 < 5")
     assert '<td class="num">3.7e-16</td>' in html
+
+
+def test_no_number_has_more_than_six_significant_digits(tmp_path):
+    import re
+
+    c = Claims("ch02", "quick", tmp_path)
+    c.close("computed tolerance", 0.500323972899, 0.51, atol=0.0193855469959, kind="paper")
+    c.less("just below", 4.99999999, 5.0, kind="paper")
+    c.greater("just above", 2.0000000001, 2.0, kind="paper")
+    c.close("tiny", -2.22044604925e-16, 0.0, atol=1e-12, kind="sanity")
+    html = c.table()._repr_html_()
+    cells = " ".join(re.findall(r'<td class="num">([^<]*)</td>', html))
+    numbers = re.findall(r"\d+(?:\.\d+)?(?=e|\b)", cells)
+    digits = {x: len(x.replace(".", "").lstrip("0")) for x in numbers}
+    assert max(digits.values()) <= 6, digits
+    assert '<td class="num">≈ 0.510 (atol 0.01939)</td>' in html
+    assert '<td class="num">4.99999</td>' in html          # towards its side of the bound, 6 digits
+    assert '<td class="num">2.00000</td><td class="num">≥ 2</td>' in html or \
+        '<td class="num">2.00001</td>' in html
+
+
+def test_a_shared_note_is_printed_once_and_math_is_typeset(tmp_path):
+    c = Claims("ch02", "quick", tmp_path)
+    long = "the closed form against the autodiff Hessian at W = 0, relative Frobenius error"
+    for i in range(3):
+        c.less(f"row {i}: closed-form A equals autodiff H_ii/2", 1e-14, 1e-10, kind="paper", note=long)
+    html = c.table()._repr_html_()
+    assert html.count(long) == 1 and html.count("see note 1") == 3
+    assert r'<span class="math notranslate nohighlight">\(H_{ii}\)</span>/2' in html
+    assert "<details" in html and "All 3 checks of ch02: 3 paper claims (all pass)" in html
 
 
 def test_trailing_zeros_show_the_precision(tmp_path):
