@@ -25,6 +25,7 @@ _ARRAY = re.compile(
     r"(?:Array|ArrayImpl|ndarray|ArrayLike)\s*,\s*(?P<shape>'[^']*'|\"[^\"]*\")\s*\]"
 )
 _UNION = re.compile(r"(?P<a>\b\w*Array\['[^']*'\])(?:\s*\|\s*(?P=a))+")
+_PJIT = re.compile(r"<PjitFunction of <function (?P<name>\w+) at 0x[0-9a-f]+>>")
 _FUNC = re.compile(r"<function (?P<name>[\w.<>]+?)(?:\.<locals>\.\w+)? at 0x[0-9a-f]+>")
 _OBJ = re.compile(r"<(?P<name>[\w.]+) object at 0x[0-9a-f]+>")
 
@@ -39,6 +40,7 @@ def shorten(text: str | None) -> str | None:
     text = re.sub(r"\bequinox\._module\._better_abstract\.AbstractVar\[([^\[\]]+)\]", r"\1", text)
     text = re.sub(r"\bequinox\._module\._better_abstract\.(AbstractVar|AbstractClassVar)\b", "Any", text)
     text = re.sub(r"\bnumpy\.ndarray\b", "ndarray", text)
+    text = _PJIT.sub(lambda m: f"jax.numpy.{m.group('name')}", text)  # jnp.tanh as a default
     text = _FUNC.sub(lambda m: m.group("name").split(".")[-1], text)
     text = _OBJ.sub(lambda m: m.group("name").split(".")[-1] + "()", text)
     return text
@@ -70,8 +72,35 @@ def _shorten_type_options() -> None:
     Documenter.add_line = add_line
 
 
+def _drop_empty_fields(app, doctree, docname):
+    """An attribute entry with no text of its own, whose class already documents it in its
+    ``Attributes:`` section (napoleon's ``:ivar:`` fields), is a duplicate: dataclass and NamedTuple
+    fields are listed both ways by autodoc. It is removed (the entry in the class's field list
+    stays, with its type and text)."""
+    from sphinx import addnodes
+
+    for desc in list(doctree.findall(addnodes.desc)):
+        if desc.get("objtype") not in ("attribute", "property"):
+            continue
+        content = next(iter(desc.findall(addnodes.desc_content)), None)
+        if content is None or content.astext().strip():
+            continue
+        parent = desc.parent
+        while parent is not None and not (isinstance(parent, addnodes.desc_content)):
+            parent = parent.parent
+        sig = next(iter(desc.findall(addnodes.desc_signature)), None)
+        name = (sig.get("fullname") or "").rsplit(".", 1)[-1] if sig is not None else ""
+        if parent is None or not name:
+            continue
+        # the class's own text (its field lists), without its member entries
+        own = " ".join(child.astext() for child in parent.children if not isinstance(child, addnodes.desc))
+        if re.search(rf"\b{re.escape(name)}\b", own):
+            desc.parent.remove(desc)
+
+
 def setup(app):
     _shorten_type_options()
+    app.connect("doctree-resolved", _drop_empty_fields)
     app.connect("autodoc-process-signature", _process_signature)
     app.connect("autodoc-process-docstring", _process_docstring, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

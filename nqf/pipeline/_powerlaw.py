@@ -20,11 +20,22 @@ from .._fit import fit_line
 
 
 class PowerLawFit(NamedTuple):
-    exponent: float  # -d ln E / d ln t over the window (positive for a decaying law)
-    intercept: float  # ln E at ln t = 0 of the fitted line
+    r"""A straight line fitted to a loss curve in log-log over a window (:func:`power_law_fit`).
+
+    Attributes:
+        exponent: $-\mathrm{d}\ln\mathcal E / \mathrm{d}\ln t$ over the window (positive for a
+            decaying law).
+        intercept: $\ln\mathcal E$ at $\ln t = 0$ of the fitted line.
+        t_lo: the window's first time.
+        t_hi: the window's last time.
+        rms: the rms residual of $\ln\mathcal E$ about the line (0 for an exact power law).
+    """
+
+    exponent: float
+    intercept: float
     t_lo: float
     t_hi: float
-    rms: float  # rms residual of ln E about the line (a straight line has 0)
+    rms: float
 
 
 def power_law_fit(t, E, t_lo: float, t_hi: float, *, n: int = 200) -> PowerLawFit:
@@ -59,10 +70,19 @@ def switch_on_window(tstar, k_lo: int, k_hi: int) -> tuple[float, float]:
 
 
 class Sensitivity(NamedTuple):
-    exponents: np.ndarray  # one per window variant
-    windows: np.ndarray  # (n, 2) modes (k_lo, k_hi) of each variant
-    lo: float  # smallest exponent
-    hi: float  # largest exponent
+    """How a fitted exponent moves with the fit window (:func:`window_sensitivity`).
+
+    Attributes:
+        exponents: the exponent of each window variant.
+        windows: ``(n, 2)``, the modes ``(k_lo, k_hi)`` that bound each variant.
+        lo: the smallest exponent.
+        hi: the largest exponent.
+    """
+
+    exponents: np.ndarray
+    windows: np.ndarray
+    lo: float
+    hi: float
 
 
 def window_sensitivity(t, E, tstar, k_lo: int, k_hi: int, *, factor: float = 2.0, t_max: float | None = None) -> Sensitivity:
