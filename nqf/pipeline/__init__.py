@@ -34,6 +34,8 @@ from ._criteria import seed_spread as seed_spread
 from ._criteria import mean_interval as mean_interval
 from ._criteria import about_band as about_band
 from ._criteria import record_verdict as record_verdict
+from ._tables import Table as Table
+from ._tables import table as table
 from ._verdicts import Rule as Rule
 from ._verdicts import RuleChange as RuleChange
 from ._verdicts import Verdict as Verdict
@@ -79,6 +81,8 @@ __all__ = [
     "step_deviation",
     "structure_heatmap",
     "switch_on_window",
+    "Table",
+    "table",
     "THEORY_KW",
     "Verdict",
     "window_sensitivity",
