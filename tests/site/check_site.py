@@ -252,7 +252,110 @@ def check_static(site: Path) -> list[str]:
                 frag = urllib.parse.unquote(u.fragment)
                 if frag not in _parse(target).ids:
                     problems.append(f"{rel}: link {link!r}: no id {frag!r} in {target.name}")
-    return problems + check_launch_links(site) + check_no_placeholder_links(site)
+    return (problems + check_launch_links(site) + check_no_placeholder_links(site) + check_visible_code(site)
+            + check_claims_tables(site) + check_api_entries(site))
+
+
+# ------------------------------------------------------- pages that lead with the science
+#: BOOK.md rule 13: the code a reader sees is the lesson; at most this many visible code lines a chapter.
+MAX_VISIBLE_CODE_LINES = 80
+_HIDDEN_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
+
+
+def _visible_code(cell: dict) -> str:
+    tags = set(cell.get("metadata", {}).get("tags", []))
+    if cell.get("cell_type") != "code" or tags & _HIDDEN_TAGS:
+        return ""
+    return "".join(cell.get("source", []))
+
+
+def check_visible_code(site: Path, limit: int = MAX_VISIBLE_CODE_LINES) -> list[str]:
+    """Each chapter shows at most ``limit`` non-blank code lines (cells not hidden or removed) and no
+    ``glue(`` call (bookkeeping is not the lesson)."""
+    problems: list[str] = []
+    for nb_path in sorted((site / "_sources" / "notebooks").glob("ch*.ipynb")):
+        try:
+            nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # reported by check_static
+        code = [_visible_code(c) for c in nb.get("cells", [])]
+        lines = sum(1 for src in code for line in src.splitlines() if line.strip())
+        if lines > limit:
+            problems.append(f"notebooks/{nb_path.stem}.html: {lines} visible code lines (at most {limit})")
+        glued = sum(src.count("glue(") for src in code)
+        if glued:
+            problems.append(f"notebooks/{nb_path.stem}.html: {glued} visible glue( call(s)")
+    return problems
+
+
+class _ClaimCells(html.parser.HTMLParser):
+    """The text of the claim-name and number cells of the claims tables, math spans left out."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+        self.numbers: list[str] = []
+        self._cell = None
+        self._math = 0
+        self._buf: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag == "td" and ("claim" in cls or "num" in cls):
+            self._cell, self._buf = ("name" if "claim" in cls else "num"), []
+        elif self._cell and tag == "span" and "math" in cls:
+            self._math += 1
+        elif self._math and tag == "span":
+            self._math += 1
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self._math:
+            self._math -= 1
+        elif tag == "td" and self._cell:
+            text = "".join(self._buf).strip()
+            (self.names if self._cell == "name" else self.numbers).append(text)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell and not self._math:
+            self._buf.append(data)
+
+
+_PSEUDO_MATH = re.compile(r"[A-Za-z0-9)\]][_^][A-Za-z0-9(({]|\bsqrt\(|\|\||->|<=|>=|\bt\*_")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?=(?:e[-+]?\d+)?\b)")
+
+
+def check_claims_tables(site: Path, max_digits: int = 6) -> list[str]:
+    """Claims tables: no number with more than ``max_digits`` significant digits, no ASCII pseudo-math
+    (``H_ii``, ``eta^2``, ``t*_k``, ``sqrt(``) left in a claim's name outside typeset math."""
+    problems: list[str] = []
+    for page in sorted((site / "notebooks").glob("ch*.html")):
+        p = _ClaimCells()
+        p.feed(page.read_text(encoding="utf-8", errors="replace"))
+        rel = page.relative_to(site).as_posix()
+        long = sorted({n for cell in p.numbers for n in _NUMBER.findall(cell)
+                       if len(n.replace(".", "").lstrip("0")) > max_digits})
+        if long:
+            problems.append(f"{rel}: claims numbers with more than {max_digits} significant digits: {long[:4]}")
+        pseudo = [n for n in p.names if _PSEUDO_MATH.search(n)]
+        if pseudo:
+            problems.append(f"{rel}: {len(pseudo)} claim name(s) with ASCII pseudo-math, e.g. {pseudo[0][:70]!r}")
+    return problems
+
+
+_EMPTY_ENTRY = re.compile(r'<dt class="sig sig-object py" id="([^"]+)">(?:(?!</dt>).)*?</dt>\s*<dd>\s*</dd>', re.S)
+
+
+def check_api_entries(site: Path) -> list[str]:
+    """No API entry without text (a field listed twice, an undocumented public name)."""
+    problems: list[str] = []
+    for page in sorted(site.rglob("api*.html")):
+        empties = _EMPTY_ENTRY.findall(page.read_text(encoding="utf-8", errors="replace"))
+        if empties:
+            problems.append(f"{page.relative_to(site).as_posix()}: {len(empties)} API entries without text, "
+                            f"e.g. {', '.join(empties[:3])}")
+    return problems
 
 
 # ------------------------------------------------------------------- the browser
@@ -484,6 +587,14 @@ _DARK_JS = r"""
 })()
 """
 
+# Desktop: display equations wider than their column (a scroll box holds them: clipped at first sight).
+_DISPLAY_JS = r"""
+(() => Array.from(document.querySelectorAll('article mjx-container[display="true"]')).filter(m => {
+   const box = m.closest('div.math') || m.parentElement;
+   return m.scrollWidth > m.clientWidth + 1 || (box && box.scrollWidth > box.clientWidth + 1);
+ }).map(m => (m.textContent || '').trim().slice(0, 60)))()
+"""
+
 # Desktop: the size at which figure text renders (the style's smallest font, at the inline dpi,
 # scaled by how much the page shrinks the image).
 _FIGURE_JS = r"""
@@ -601,6 +712,8 @@ def check_browser(site: Path, out: Path, *, full_page: bool = False, strict_figu
                 problems.append(f"{page}: raw TeX in the text: …{snippet}…")
             if info["titleRaw"]:
                 problems.append(f"{page}: raw TeX in the tab title: {info['title']!r}")
+            for eq in browser.evaluate(_DISPLAY_JS) or []:
+                problems.append(f"{page}: a display equation is wider than the column at {DESKTOP} px: {eq!r}")
             figs = browser.evaluate(f"({_FIGURE_JS.strip()})({min_pt}, {dpi})") or []
             for f in figs:
                 base_name = f["src"].rsplit("/", 1)[-1]
