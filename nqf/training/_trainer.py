@@ -28,13 +28,16 @@ The loss convention of the package is :func:`nqf.model.mse` (Eq. 26): the mean o
 squared error summed over outputs. Step $k$ of a run at learning rate $\eta$ is flow time
 $t = \eta k$ of the gradient flow of that loss.
 
-A run whose loss becomes non-finite is reported, never silent: :class:`Training` carries
-``diverged`` and ``first_nonfinite``, and :func:`train` warns (or raises, ``on_divergence="raise"``)
-naming the learning rate.
+A run whose loss becomes non-finite, or climbs (the loss of the last tenth of the steps :data:`GROWTH`
+times that of the first tenth, or a first update that points uphill: a negative learning rate, a
+momentum >= 1), is reported, never silent: :class:`Training` carries ``diverged``, ``first_nonfinite``
+and ``climbed``, and :func:`train` warns (or raises, ``on_divergence="raise"``) naming the
+optimiser's hyperparameters.
 """
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
 from collections.abc import Callable
@@ -52,10 +55,24 @@ from .._checks import check_int
 from .._checks import check_key
 from .._checks import check_option
 from .._checks import check_optimizer
+from .._checks import check_positive
 from .._checks import check_record_every
 from .._checks import failed, invalid, wrong_kind
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
+#: the most steps one run takes: the run keeps one loss per step, and XLA's sizes are 32-bit (2**62 steps
+#: aborted the interpreter in XLA, 10**30 reached MLIR as a number it cannot hold)
+MAX_STEPS = 2**31 - 1
+#: the optax optimisers :func:`optimizer` builds by name: their ``update(grads, state, params)`` needs nothing
+#: else (``lbfgs`` and ``polyak_sgd`` need the loss value, and a line search, at every update)
+OPTIMIZERS = tuple(n for n in (
+    "adabelief", "adadelta", "adafactor", "adagrad", "adam", "adamax", "adamaxw", "adamw", "adan", "amsgrad",
+    "fromage", "lamb", "lars", "lion", "nadam", "nadamw", "noisy_sgd", "novograd", "optimistic_gradient_descent",
+    "radam", "rmsprop", "rprop", "sgd", "sign_sgd", "signum", "sm3", "yogi") if callable(getattr(optax, n, None)))
+_NEEDS_VALUE = {"lbfgs": "L-BFGS", "polyak_sgd": "Polyak's step size"}
+#: ranges of the hyperparameters by name: decay rates in [0, 1) (a momentum or b1 >= 1 grows without bound)
+_UNIT = ("momentum", "b1", "b2", "b3", "decay")
+_NONNEGATIVE = ("eps", "eps_root", "weight_decay", "initial_accumulator_value")
 
 
 # ------------------------------------------------------------------ optimisers as values
@@ -80,20 +97,77 @@ class Optimizer(eqx.Module):
         lr = self.numeric.get("learning_rate")
         return None if lr is None else float(lr)
 
+    def describe(self) -> str:
+        """The hyperparameters, for messages: ``"`learning_rate` = 0.1, `momentum` = 0.9"``."""
+        return ", ".join(f"`{k}` = {float(v):g}" for k, v in self.numeric.items()) or "this `optimizer`"
+
+
+def _factory(name: str | Callable) -> Callable:
+    """The optax factory ``name`` stands for: one of :data:`OPTIMIZERS`, or a factory given as a callable (an
+    optax factory outside that list is refused like its name)."""
+    listed = ", ".join(repr(n) for n in OPTIMIZERS)
+    if isinstance(name, str) or (callable(name) and getattr(name, "__module__", "").startswith("optax")):
+        key = name if isinstance(name, str) else getattr(name, "__name__", repr(name))
+        if key not in OPTIMIZERS:
+            why = (f" ({_NEEDS_VALUE[key]} needs the loss value at each update, which the trainer's "
+                   "update(grads, state, params) does not give)") if key in _NEEDS_VALUE else ""
+            raise invalid("name", f"name an optax optimiser the trainer runs, one of {listed}{why}", repr(key))
+        return getattr(optax, key)
+    if isinstance(name, (bytes, numbers.Number)) or name is None:
+        raise wrong_kind("name", f"be the name of an optax optimiser ({listed}) or its factory",
+                         f"{type(name).__name__} {name!r}")
+    return check_callable("name", name, "an optax optimiser factory or its name")
+
+
+def _check_hyperparameter(factory: Callable, k: str, v: Any, declared) -> None:
+    """One hyperparameter of ``factory``: its kind by the factory's default (a bool option takes only a bool;
+    a numeric one no string), its range by its name (decay rates in [0, 1), eps and weight decay >= 0)."""
+    default = declared.default if declared is not None else inspect.Parameter.empty
+    if isinstance(default, bool) and not isinstance(v, (bool, np.bool_)):
+        raise wrong_kind(k, "be True or False (a bool option of the optimiser)", f"{type(v).__name__} {v!r}")
+    if k in _UNIT + _NONNEGATIVE and v is None and default is None:
+        return  # optax's "off" (sgd's momentum=None)
+    if (k in _UNIT + _NONNEGATIVE or isinstance(default, numbers.Real)) and not isinstance(default, bool):
+        if isinstance(v, (str, bytes, bool, np.bool_)) or v is None or callable(v):
+            raise wrong_kind(k, "be a number (a numeric hyperparameter of the optimiser)", f"{type(v).__name__} {v!r}")
+    if k in _UNIT:
+        check_positive(k, v, strict=False)
+        if not float(v) < 1:
+            raise invalid(k, "be in [0, 1) (a decay rate: at 1 or above the run grows without bound)", repr(v))
+    elif k in _NONNEGATIVE:
+        check_positive(k, v, strict=False)
+
 
 def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> Optimizer:
     r"""An optax optimiser whose learning rate (and other numeric hyperparameters) are traced.
 
     ``optimizer("sgd", 0.1)`` is ``optax.sgd(0.1)``, ``optimizer("sgd", 0.1, momentum=0.9)`` heavy-ball
-    momentum, ``optimizer("adam", 1e-3)`` Adam; any optax factory (``optax.adamw``) may be given instead
-    of its name. Numbers become traced arrays; booleans, strings and ``None`` stay static options.
+    momentum, ``optimizer("adam", 1e-3)`` Adam; any optax factory of :data:`OPTIMIZERS` (``optax.adamw``), or
+    a factory of one's own, may be given instead of its name. Numbers become traced arrays; booleans,
+    strings and ``None`` stay static options.
+
+    Checked before anything is built: ``learning_rate`` a finite number > 0; ``momentum``, ``b1``, ``b2``,
+    ``b3``, ``decay`` in [0, 1); ``eps``, ``eps_root``, ``weight_decay`` >= 0; a bool option (``nesterov``)
+    a bool; a hyperparameter the factory does not take is named.
     """
-    if isinstance(name, str):
-        factory = getattr(optax, name, None)
-        if not callable(factory) or name.startswith("_"):
-            raise invalid("name", "name an optax optimiser such as 'sgd' or 'adam'", repr(name))
-    else:
-        factory = check_callable("name", name, "an optax optimiser factory or its name")
+    factory = _factory(name)
+    if callable(learning_rate) and not isinstance(learning_rate, (numbers.Number, jax.Array, np.ndarray)):
+        raise wrong_kind("learning_rate", "be a number > 0 (for a schedule, give the optax transformation itself: "
+                                          "train(loss, params0, optax.sgd(schedule), ...))",
+                         getattr(learning_rate, "__qualname__", type(learning_rate).__name__))
+    check_positive("learning_rate", learning_rate)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = None
+    if params is not None and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(hyperparams) - set(params))
+        if unknown:
+            label = getattr(factory, "__name__", repr(factory))
+            raise wrong_kind(unknown[0], f"be a hyperparameter of {label}, one of {', '.join(params)}",
+                             f"{unknown[0]}={hyperparams[unknown[0]]!r}")
+    for k, v in hyperparams.items():
+        _check_hyperparameter(factory, k, v, None if params is None else params.get(k))
     numeric, options = {}, []
     for k, v in {"learning_rate": learning_rate, **hyperparams}.items():
         if isinstance(v, (bool, np.bool_)) or v is None or isinstance(v, str) or callable(v):
@@ -104,9 +178,6 @@ def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> O
             numeric[k] = jnp.asarray(float(v), dtype=jnp.result_type(float))
         else:
             raise wrong_kind(k, "be a number, a bool, a string or None", type(v).__name__)
-    lr = numeric.get("learning_rate")
-    if lr is None or not float(lr) > 0:
-        raise invalid("learning_rate", "be a positive number", repr(learning_rate))
     opt = Optimizer(factory, numeric, tuple(options))
     try:
         jax.eval_shape(lambda o: o.build().init(jnp.zeros(2)), opt)
@@ -126,6 +197,10 @@ class _Fixed(eqx.Module):
     @property
     def learning_rate(self) -> float | None:
         return None
+
+    def describe(self) -> str:
+        return ("this `optimizer` (an optax transformation: the trainer cannot read its learning rate or momentum; "
+                "a negative learning rate or a momentum >= 1 climbs)")
 
 
 def as_optimizer(name: str, opt) -> Optimizer | _Fixed:
@@ -189,23 +264,25 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
         batch = select(data, inp, args)
         out = eqx.filter_eval_shape(loss, params, batch, args)  # static: raises while tracing, before any run
         if not hasattr(out, "shape") or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
-            raise wrong_kind("loss", "return a real scalar (the loss of one batch)",
+            raise wrong_kind("loss", f"return a real scalar (the loss of one batch){_named(loss)}",
                              f"{getattr(out, 'dtype', type(out).__name__)} of shape {getattr(out, 'shape', '?')}")
         value, grads = jax.value_and_grad(loss)(params, batch, args)
         updates, state = tx.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), value
+        slope = sum(jnp.vdot(u, g) for u, g in zip(jax.tree_util.tree_leaves(updates),
+                                                    jax.tree_util.tree_leaves(grads)))  # < 0: downhill
+        return (optax.apply_updates(params, updates), state), (value, slope)
 
     def block(carry, inp):
         rec = None if record is None else record(carry[0], args)
-        carry, values = jax.lax.scan(step, carry, inp, length=every)
-        return carry, (rec, values)
+        carry, (values, slopes) = jax.lax.scan(step, carry, inp, length=every)
+        return carry, (rec, values, slopes[0])
 
-    (params, _), (recs, values) = jax.lax.scan(block, (params0, _float_counters(tx.init(params0))), stream,
-                                               length=n_blocks)
+    (params, _), (recs, values, slopes) = jax.lax.scan(block, (params0, _float_counters(tx.init(params0))),
+                                                       stream, length=n_blocks)
     if record is not None:
         last = record(params, args)
         recs = jax.tree_util.tree_map(lambda r, l: jnp.concatenate([r, l[None]]), recs, last)
-    return params, recs, jnp.reshape(values, (-1,))
+    return params, recs, jnp.reshape(values, (-1,)), slopes[0]
 
 
 @eqx.filter_jit
@@ -230,6 +307,7 @@ class Training(NamedTuple):
     batch_loss: np.ndarray  #: ``(*S, num_steps)`` loss on each step's batch, before the step
     diverged: np.ndarray  #: ``(*S,)`` bool: the loss became non-finite
     first_nonfinite: np.ndarray  #: ``(*S,)`` first step with a non-finite loss (-1: none)
+    climbed: np.ndarray | None = None  #: ``(*S,)`` bool: the loss rose (:data:`GROWTH` rule) or the first update went uphill
 
 
 def _traced_floats(tree):
@@ -238,17 +316,81 @@ def _traced_floats(tree):
         lambda a: jnp.asarray(a) if isinstance(a, float) else a, tree)
 
 
+#: a run "climbed" when the median batch loss of its last tenth of steps is this many times that of its first
+#: tenth (or the first update points uphill, ``<update, gradient> > 0``: a negative learning rate)
+GROWTH = 10.0
+
+
+def _named(fn) -> str:
+    """`` (the user's function `f`)`` for a :class:`~nqf.training.BatchLoss`/``Record`` wrapping ``f``."""
+    inner = getattr(fn, "fn", None)
+    label = getattr(inner, "__qualname__", None) if inner is not None else None
+    return f" ({type(fn).__name__} of your function `{label}`)" if label else ""
+
+
+def _check_arity(name: str, fn, n: int, spelled: str, wrap: str) -> None:
+    """``fn`` can be called with ``n`` positional arguments (when Python can tell), else a ``TypeError`` that
+    says the signature the trainer calls and how to wrap a function of fewer arguments."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        raise wrong_kind(name, f"take {n} positional arguments {spelled}{wrap}",
+                         f"{getattr(fn, '__qualname__', type(fn).__name__)}{sig}") from None
+
+
 def _check_params(name: str, params) -> None:
-    leaves = jax.tree_util.tree_leaves(params)
+    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     if not leaves:
         raise invalid(name, "contain at least one array", "an empty pytree")
-    for leaf in leaves:
-        if isinstance(leaf, (jax.Array, np.ndarray)) or isinstance(leaf, numbers.Number):
-            dtype = jnp.result_type(leaf)
-            if not jnp.issubdtype(dtype, jnp.floating):
-                raise wrong_kind(name, "have floating-point leaves (the trainer differentiates them; cast, e.g. "
-                                       "W.astype(float))", f"a leaf of dtype {dtype}")
-            check_finite(name, leaf)
+    for path, leaf in leaves:
+        where = jax.tree_util.keystr(path) or "the root"
+        if not (isinstance(leaf, (jax.Array, np.ndarray, numbers.Number)) and not isinstance(leaf, (bool, np.bool_))):
+            raise wrong_kind(name, "have floating-point array leaves (the trainer differentiates every leaf; pass "
+                                   "other values through `args`)", f"a leaf of type {type(leaf).__name__} "
+                                                                   f"{leaf!r:.60} at {where}")
+        dtype = jnp.result_type(leaf)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise wrong_kind(name, "have floating-point leaves (the trainer differentiates them; cast, e.g. "
+                                   "W.astype(float))", f"a leaf of dtype {dtype} at {where}")
+        check_finite(name, leaf)
+
+
+def _check_rows(data, batches, vmapped: bool) -> None:
+    """``batches`` index the rows of every leaf of ``data``: the leaves share their number of rows (a shorter
+    leaf would be indexed past its end, which JAX clamps silently), and every index is one of them."""
+    axis = 1 if vmapped else 0
+    sizes = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(data)[0]:
+        shape = np.shape(leaf)
+        where = jax.tree_util.keystr(path) or "the root"
+        if len(shape) <= axis:
+            raise invalid("data", f"have a row axis (axis {axis}) on every leaf, as `batches` indexes rows",
+                          f"a leaf of shape {shape} at {where}")
+        sizes.setdefault(shape[axis], where)
+    if len(sizes) > 1:
+        raise invalid("data", "have leaves with the same number of rows (`batches` indexes the rows of every leaf; "
+                              "JAX would clamp an index past the end of a shorter leaf)",
+                      ", ".join(f"{n} rows at {w}" for n, w in sorted(sizes.items())))
+    if sizes:
+        m = next(iter(sizes))
+        lo, hi = int(batches.min()), int(batches.max())
+        if lo < 0 or hi >= m:
+            raise invalid("batches", f"hold indices in [0, {m}) (the rows of `data`)", f"range [{lo}, {hi}]")
+
+
+def _climbed(values: np.ndarray, slopes: np.ndarray) -> np.ndarray:
+    """Per run: the first update went uphill, or the median loss of the last tenth of the steps is
+    :data:`GROWTH` times that of the first tenth (non-finite runs are flagged as diverged instead)."""
+    n = values.shape[-1]
+    k = max(1, n // 10)
+    with np.errstate(invalid="ignore", over="ignore"):
+        first, last = np.median(values[..., :k], axis=-1), np.median(values[..., -k:], axis=-1)
+        grew = (n > 1) & np.isfinite(first) & np.isfinite(last) & (last > GROWTH * np.abs(first)) & (last > first)
+    return np.asarray(grew | (np.asarray(slopes) > 0))
 
 
 def _leading(name: str, tree) -> int:
@@ -283,7 +425,7 @@ def train(
         params0: initial parameters, any pytree of float arrays.
         optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
             ``GradientTransformation``.
-        num_steps: number of optimiser steps.
+        num_steps: number of optimiser steps, an int in [1, :data:`MAX_STEPS`].
         data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
         batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step (or
             ``(num_steps,)``: one row of ``data`` per step, without a batch axis).
@@ -296,25 +438,36 @@ def train(
         vmap: names among ``("params", "data", "batches", "key", "args")`` that carry a leading run
             axis ``S``: the runs are vmapped in the same compiled program.
         on_divergence: ``"warn"`` (default), ``"raise"`` (``RuntimeError``) or ``"ignore"`` when the loss
-            becomes non-finite.
+            becomes non-finite or climbs (``Training.climbed``).
 
     Returns:
         a :class:`Training`.
     """
     check_callable("loss", loss, "a callable loss(params, batch, args)")
+    _check_arity("loss", loss, 3, "loss(params, batch, args)",
+                 "; wrap a loss fn(params, batch) as nqf.training.BatchLoss(fn)")
     if record is not None:
         check_callable("record", record, "a callable record(params, args)")
+        _check_arity("record", record, 2, "record(params, args)",
+                     "; wrap a function fn(params) as nqf.training.Record(fn)")
     opt = as_optimizer("optimizer", optimizer)
-    num_steps = check_int("num_steps", num_steps)
+    num_steps = check_int("num_steps", num_steps, maximum=MAX_STEPS)
     every = check_record_every(record_every, num_steps)
     check_option("on_divergence", on_divergence, ("warn", "raise", "ignore"))
-    vmap = (vmap,) if isinstance(vmap, str) else tuple(vmap)
+    if isinstance(vmap, str):
+        vmap = (vmap,)
+    elif isinstance(vmap, (tuple, list)) and all(isinstance(v, str) for v in vmap):
+        vmap = tuple(vmap)
+    else:
+        raise wrong_kind("vmap", f"be a tuple of names among {VMAPPABLE} (or one name; () for one run)",
+                         f"{type(vmap).__name__} {vmap!r:.60}")
     for name in vmap:
         check_option("vmap", name, VMAPPABLE)
     if sample is not None and batches is not None:
         raise invalid("batches", "be None when `sample` is given (give `batches`, rows of `data`, or `sample`, fresh samples, not both)", "an array")
     if sample is not None:
         check_callable("sample", sample, "a callable sample(key, args)")
+        _check_arity("sample", sample, 2, "sample(key, args)", "")
         if key is None:
             raise invalid("key", "be given with `sample` (one PRNG key, split into one per step)", "None")
         if "key" not in vmap:
@@ -330,12 +483,7 @@ def train(
                           f"{batches.dtype} array of shape {batches.shape}")
         if data is None:
             raise invalid("data", "be given with `batches` (they index the rows of `data`)", "None")
-        m = {np.shape(leaf)[1 if 'data' in vmap else 0] for leaf in jax.tree_util.tree_leaves(data)}
-        if len(m) == 1:
-            m = m.pop()
-            if int(batches.min()) < 0 or int(batches.max()) >= m:
-                raise invalid("batches", f"hold indices in [0, {m}) (the rows of `data`)",
-                              f"range [{int(batches.min())}, {int(batches.max())}]")
+        _check_rows(data, batches, "data" in vmap)
         select = IndexBatch()
     else:
         select = FullBatch()
@@ -346,21 +494,32 @@ def train(
              if name.rstrip("0") in vmap}
     if len(sizes) > 1:
         raise invalid("vmap", f"name arguments that share one leading run axis ({vmap})", f"sizes {sorted(sizes)}")
-    params, recs, values = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
-                                every, vmap)
-    values = np.asarray(values)
+    params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
+                                        every, vmap)
+    values, slopes = np.asarray(values), np.asarray(slopes)
     bad = ~np.isfinite(values)
     diverged = bad.any(axis=-1)
     first = np.where(diverged, np.argmax(bad, axis=-1), -1)
-    if diverged.any() and on_divergence != "ignore":
-        lr = opt.learning_rate
-        where = f"`learning_rate` = {lr:g}" if lr is not None else "this `optimizer`"
-        body = (f"the loss is non-finite from step {int(first[diverged].min())} "
-                f"({int(diverged.sum())} of {diverged.size} runs) at {where}; lower the learning rate or the "
-                f"initial scale.")
+    climbed = _climbed(values, slopes) & ~diverged
+    if (diverged.any() or climbed.any()) and on_divergence != "ignore":
+        where = f"at {opt.describe()}"
+        if diverged.any():
+            body = (f"the loss is non-finite from step {int(first[diverged].min())} "
+                    f"({int(diverged.sum())} of {diverged.size} runs) {where}; lower the learning rate or the "
+                    f"initial scale.")
+        else:
+            run = np.unravel_index(int(np.argmax(climbed)), climbed.shape) if climbed.ndim else ()
+            v = values[run]
+            k = max(1, v.size // 10)
+            uphill = bool(np.asarray(slopes)[run] > 0)
+            body = (f"the loss rose from {float(np.median(v[:k])):.3g} to {float(np.median(v[-k:])):.3g} "
+                    f"(median of the first and the last tenth of the steps; {int(climbed.sum())} of {climbed.size} "
+                    f"runs) {where}"
+                    + ("; the first update points up the gradient (a negative learning rate?)" if uphill else
+                       "; lower the learning rate (a momentum, b1 or b2 must be < 1)") + ".")
         msg = f"training diverged: {body}"
         if on_divergence == "raise":
             raise failed("training", f"it diverged: {body}")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)
-    return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first)
+    return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first, climbed)
