@@ -36,9 +36,9 @@ class Recorded(eqx.Module):
         return (self.loss(p, None, args), p[0] * p[1]) if self.products else self.loss(p, None, args)
 
 
-def _gd(kind, params0, args, *, learning_rate, num_steps, record_every, vmapped=False):
+def _gd(kind, params0, args, *, learning_rate, num_steps, record_every, vmapped=False, products=True):
     f = lambda a: jnp.asarray(a, dtype=float)  # noqa: E731
-    loss, products = Loss(kind), kind not in ("raw", "modes")
+    loss, products = Loss(kind), products and kind not in ("raw", "modes")
     return train(loss, params0 if kind == "raw" else f(params0), optimizer("sgd", float(learning_rate)),
                  num_steps=num_steps, args=tuple(map(f, args)), record=Recorded(loss, products),
                  record_every=record_every, vmap=("params", "args") if vmapped else ()).record
@@ -52,9 +52,9 @@ def fourier_gd(params0, xs, ys, s, *, pre, nqf=False, weights=None, **run):
     return _gd("nqf" if nqf else "module", params0, args, vmapped=True, **run)
 
 
-def fourier_nqf_gd(params0, b, c, **run):
-    """params0 (n, 2, P), b, c (n, P): the loss (n, R) and a_k W_k (n, R, P)."""
-    return _gd("eigen", params0, (b, c), vmapped=True, **run)
+def fourier_nqf_gd(params0, b, c, *, products=True, **run):
+    """params0 (n, 2, P), b, c (n, P): the loss (n, R) and a_k W_k (n, R, P); with ``products=False`` the loss only."""
+    return _gd("eigen", params0, (b, c), vmapped=True, products=products, **run)
 
 
 def raw_mlp_gd(params0, xs, ys, **run):

@@ -71,3 +71,12 @@ def test_fourier_nqf_gd_compiles_once_for_new_data_and_rate():
     with count_compilations() as seen:
         fourier_nqf_gd(p2, b, c, learning_rate=0.02, num_steps=20, record_every=10)
     assert seen == []
+
+
+def test_fourier_nqf_gd_records_the_loss_alone_on_request():
+    P = 4
+    p0 = 0.1 * jnp.ones((2, 2, P))
+    b, c = jnp.ones((2, P)), jnp.linspace(0.5, 1.0, P)[None].repeat(2, 0)
+    L, _ = fourier_nqf_gd(p0, b, c, learning_rate=0.01, num_steps=20, record_every=10)
+    L2 = fourier_nqf_gd(p0, b, c, products=False, learning_rate=0.01, num_steps=20, record_every=10)
+    np.testing.assert_array_equal(np.asarray(L), np.asarray(L2))
