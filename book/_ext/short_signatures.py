@@ -25,7 +25,7 @@ _ARRAY = re.compile(
     r"(?:Array|ArrayImpl|ndarray|ArrayLike)\s*,\s*(?P<shape>'[^']*'|\"[^\"]*\")\s*\]"
 )
 _UNION = re.compile(r"(?P<a>\b\w*Array\['[^']*'\])(?:\s*\|\s*(?P=a))+")
-_PJIT = re.compile(r"<PjitFunction of <function (?P<name>\w+) at 0x[0-9a-f]+>>")
+_PJIT = re.compile(r"<PjitFunction of <function (?P<name>\w+)(?: at 0x[0-9a-f]+)?>>")
 _FUNC = re.compile(r"<function (?P<name>[\w.<>]+?)(?:\.<locals>\.\w+)? at 0x[0-9a-f]+>")
 _OBJ = re.compile(r"<(?P<name>[\w.]+) object at 0x[0-9a-f]+>")
 
@@ -50,7 +50,35 @@ def _process_signature(app, what, name, obj, options, signature, return_annotati
     return shorten(signature), shorten(return_annotation)
 
 
+def field_comment(qualname: str) -> str | None:
+    """The trailing comment of a NamedTuple or dataclass field in its class's source
+    (``ts: Float[Array, " T"]  # save times`` -> ``"save times"``), or None."""
+    import importlib
+    import inspect
+
+    parts = qualname.split(".")
+    for i in range(len(parts) - 2, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[i:-1]:
+                obj = getattr(obj, attr)
+            source = inspect.getsource(obj)
+        except (AttributeError, OSError, TypeError):
+            return None
+        m = re.search(rf"^\s+{re.escape(parts[-1])}\s*:[^\n#]*#:?\s*(?P<text>[^\n]+)$", source, re.M)
+        return m.group("text").strip() if m else None
+    return None
+
+
 def _process_docstring(app, what, name, obj, options, lines):
+    # a field with no docstring of its own reads its trailing comment in the class source
+    if what in ("attribute", "property") and not any(line.strip() for line in lines):
+        text = field_comment(name)
+        if text:
+            lines[:] = [text, ""]
     # the field types napoleon writes (":vartype W: jax.jaxlib._jax.Array"), after napoleon (500)
     lines[:] = [shorten(line) if ("type " in line or ":rtype:" in line) else line for line in lines]
 

@@ -40,8 +40,8 @@ def _sym_basis(p: int) -> np.ndarray:
 
 
 class IsotropicData(NamedTuple):
-    As: Float[ArrayLike, "m p p"]
-    ys: Float[ArrayLike, " m"]
+    As: Float[ArrayLike, "m p p"]  # the structure matrices A_mu of Eq. (40)
+    ys: Float[ArrayLike, " m"]  # the targets y_mu
     Y: Float[ArrayLike, "p p"]  # (4/m) sum_mu y_mu A_mu
     c: float  # the constant of Eq. (40)
 
@@ -77,11 +77,11 @@ def isotropic_dataset(Y: Float[ArrayLike, "p p"], c: float, *, seed: int) -> Iso
 # ------------------------------------------------------------------ Corollary 4 and Saxe et al.
 class LinearNetworkData(NamedTuple):
     As: Float[ArrayLike, "m p p"]  # A_nu = 1/2 [[0, S_nu], [S_nu^T, 0]], S_nu = e_o x_mu^T
-    ys: Float[ArrayLike, " m"]
+    ys: Float[ArrayLike, " m"]  # the targets, entries of the teacher T* x_mu
     teacher: Float[ArrayLike, "o i"]  # T* = U diag(s) V^T
     s: Float[ArrayLike, " r"]  # singular values tau_a of T (Eq. 267)
-    u: Float[ArrayLike, "o r"]
-    v: Float[ArrayLike, "i r"]
+    u: Float[ArrayLike, "o r"]  # left singular vectors u_a of T*
+    v: Float[ArrayLike, "i r"]  # right singular vectors v_a of T*
     projectors: Float[ArrayLike, "r p p"]  # Pi_a = psi_a psi_a^T, psi_a = [u_a; v_a]/sqrt(2) (Eq. 276)
 
     @property

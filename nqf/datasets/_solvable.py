@@ -30,8 +30,8 @@ from .._checks import invalid
 class SolvableData(NamedTuple):
     """A dataset built to satisfy an assumption: ``As = P diag(lambdas[mu]) P^T``."""
 
-    As: Float[ArrayLike, "m p p"]
-    ys: Float[ArrayLike, " m"]
+    As: Float[ArrayLike, "m p p"]  # the commuting structure matrices A_mu
+    ys: Float[ArrayLike, " m"]  # the targets y_mu
     P: Float[ArrayLike, "p p"]  # shared eigenbasis (columns)
     lambdas: Float[ArrayLike, "m p"]  # lambda_{mu,k}
 

@@ -89,8 +89,8 @@ def fig3_right_spectrum(K: int, *, eps: float = 1e-6, beta: float = 1.2) -> Feat
 class OneHotData(NamedTuple):
     """NQF data realising a feature spectrum: ``As[i]`` has one non-zero entry, at ``(i, i)``."""
 
-    As: Float[ArrayLike, "m m m"]
-    ys: Float[ArrayLike, " m"]
+    As: Float[ArrayLike, "m m m"]  # one-hot structure matrices, A_mu = sqrt(C_kk m / 8) e_mu e_mu^T
+    ys: Float[ArrayLike, " m"]  # the targets y_mu
     k: np.ndarray  # which modes of the spectrum
     z0: np.ndarray  # their initial features
 

@@ -52,7 +52,7 @@ class Fig2Module(NamedTuple):
 
     key: str  #: "mlp", "cnn", "qk", "mha"
     label: str  #: panel title
-    arch: Architecture
+    arch: Architecture  #: the module, as an nqf Architecture (its A(x) and forward)
     d: int  #: neurons (width) of the student
     linear_map: Callable[[Array], Array]  #: W -> L(W), the end-to-end linear map (module docstring)
     weights_from_map: Callable[[Array, int], Array]  #: (factors (P, s, Q), d) -> W with L(W) = P diag(s) Q^T
