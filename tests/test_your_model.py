@@ -74,9 +74,8 @@ def test_report_on_a_model_the_package_does_not_ship(report):
     ok = pl.valid & pl.within_run
     assert ok.any()
     assert np.all(np.abs(pl.module[ok] / pl.predicted[ok] - 1) <= pl.tolerance[ok])
-    # the NQF's own GD against its flow: within the discretisation and the reading's resolution
-    disc = pl.tolerance - rep.run.threshold
-    assert np.all(np.abs(pl.nqf / pl.predicted - 1) <= disc)
+    # the prediction (GD on the NQF) lags its flow by about eta a / 2 (GD's discrete growth), never leads it
+    assert np.all(np.isfinite(pl.flow)) and np.all(pl.lag > -0.02) and np.all(pl.lag < 0.2)
     fig = rep.plot()
     assert len(fig.axes) == 2
 
@@ -90,10 +89,10 @@ def test_linear_network_is_its_own_nqf():
     c = rep.run.comparison
     assert np.max(c.gap) < 1e-9 and not np.isfinite(rep.window)
     np.testing.assert_allclose(rep.run.eigs_module, rep.run.eigs_nqf, rtol=1e-8, atol=1e-14)
-    assert not np.isfinite(rep.run.valid_until)
+    assert not np.isfinite(rep.valid_until_steps) and rep.run.quadratic_error < 1e-9
     pl = rep.plateaus
-    assert pl.levels.size == 2
-    assert np.all(np.abs(pl.module / pl.predicted - 1) <= pl.tolerance - rep.run.threshold)
+    assert pl.levels.size == 2 and pl.valid.all()
+    np.testing.assert_allclose(pl.module, pl.predicted, rtol=1e-8)
 
 
 def test_second_call_with_new_data_compiles_nothing(report):

@@ -32,9 +32,9 @@ import numpy as np
 from jaxtyping import Float
 
 from .._types import ArrayLike
-from ..model import mse_loss
 from ..training import ModelRun
 from ..training import first_crossing
+from ..training import first_exceedance
 from ..training import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
@@ -89,75 +89,136 @@ def loss_plateau_ends(times: Float[ArrayLike, " T"], loss: Float[ArrayLike, " T"
 
 
 class PlateauEnds(NamedTuple):
-    """Predicted and measured plateau ends of the learned modes (optimiser steps; flow time ``t = eta * step``)."""
+    """Predicted and measured plateau ends of the learned modes, in optimiser steps."""
 
-    levels: np.ndarray  #: (K,) learned levels of the modes (eigenvalues of M at the flow's horizon)
-    predicted_time: np.ndarray  #: (K,) switch-on times on the NQF flow (before training)
-    predicted: np.ndarray  #: (K,) the same in optimiser steps
-    nqf: np.ndarray  #: (K,) measured on the NQF trained with the optimiser (steps)
+    levels: np.ndarray  #: (K,) learned levels of the modes (eigenvalues of M at the end of the prediction)
+    predicted: np.ndarray  #: (K,) switch-on steps of the NQF trained by the user's optimiser (the prediction)
     module: np.ndarray  #: (K,) measured on the model itself (steps)
-    valid: np.ndarray  #: (K,) bool: predicted before the flow's range of validity ends
+    flow: np.ndarray  #: (K,) the same on the NQF's gradient flow at step = t / eta (nan: no flow reference)
+    lag: np.ndarray  #: (K,) predicted / flow - 1: the optimiser's lag behind the flow (nan: no flow)
+    divergence: np.ndarray  #: (K,) mean quadratic-regime error e(s) along the prediction up to its end
+    valid: np.ndarray  #: (K,) bool: inside the range of validity (2 * divergence <= threshold) and the run
     within_run: np.ndarray  #: (K,) bool: predicted within the run's num_steps
-    tolerance: np.ndarray  #: (K,) relative tolerance of measured against predicted (``read_plateaus``)
+    tolerance: np.ndarray  #: (K,) allowed |measured / predicted - 1|: 2 * divergence + two recording intervals
+
+
+def running_mean(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The mean of ``values`` over ``[0, s]`` at every recorded step ``s`` (trapezoid; ``values[0]`` at ``s = 0``)."""
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)
+    area = np.concatenate([[0.0], np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(s))])
+    with np.errstate(all="ignore"):
+        return np.where(s > s[0], area / np.where(s > s[0], s - s[0], 1.0), v[0])
+
+
+def validity_end(run: ModelRun) -> float:
+    r"""End of the prediction's range of validity, in steps: the first recorded step of the prediction at which
+    twice the mean quadratic-regime error so far exceeds ``run.threshold`` (``inf``: never within the
+    prediction; ``nan``: a diverged run).
+
+    Why twice the mean: while the model at the predicted weights differs from its NQF by a relative $e(s)$,
+    its gradient differs by at most about $2e(s)$ (a remainder of order $\|W\|^4$ relative to a quadratic term,
+    the $Z_2$-symmetric case; $1.5e$ for order 3), so each mode's growth rate does, and the step at which a mode
+    reaches a given level moves by at most the mean of that over the plateau."""
+    if run.diverged:
+        return float("nan")
+    bound = 2.0 * running_mean(run.nqf_steps, run.divergence)
+    return float(first_exceedance(run.nqf_steps, bound, run.threshold))
 
 
 class Diagnosis(NamedTuple):
     """The report of :func:`nqf.diagnose`: ``print(report)`` for the summary, ``report.plot()`` for the figure."""
 
-    run: ModelRun  #: everything computed (hypotheses, A(x), NQF data, flow, comparison)
+    run: ModelRun  #: everything computed (hypotheses, the prediction, the measurement, the flow reference)
     plateaus: PlateauEnds
 
     @property
     def window(self) -> float:
-        """Agreement window in steps: first recorded step where the outputs of model and NQF part (inf: never)."""
+        """Measured agreement window in steps: first recorded step where the outputs of the trained model and of
+        the prediction part (inf: never)."""
         return float(np.asarray(self.run.comparison.window))
 
     @property
     def valid_until_steps(self) -> float:
-        """End of the prediction's range of validity, in steps (inf: the whole horizon)."""
-        return self.run.valid_until / self.run.eta if self.run.eta else np.nan
+        """End of the prediction's range of validity, in steps (:func:`validity_end`; inf: the whole prediction)."""
+        return validity_end(self.run)
+
+    @property
+    def not_small(self) -> bool:
+        """Whether W(0) is outside the quadratic regime: twice the quadratic-regime error at W(0) exceeds the
+        threshold (then no prediction is valid)."""
+        return not 2.0 * self.run.quadratic_error <= self.run.threshold
 
     def __str__(self) -> str:  # noqa: D105
         r, pl = self.run, self.plateaus
         p, d = r.W0.shape
-        o = r.data.num_outputs
         h = r.hypotheses
+        o = int(np.prod(np.shape(r.comparison.module["outputs"])[2:], dtype=int))
         lines = [
             f"NQF diagnosis of {r.name}: p = {p} parameters per neuron, d = {d} neurons, "
-            f"{o} output{'s' if o > 1 else ''}, m = {r.data.m // o} samples",
+            f"{o} output{'s' if o > 1 else ''}",
             f"  Theorem 1 at x_1: permutation residual {h.permutation_residual:.1e}, ZGZ residual "
             f"{h.zgz_residual:.1e}, Taylor ratio {h.smooth_ratio:.3g} (C^3: >= 4): hypotheses hold",
-            f"  A(x): {tuple(np.shape(r.As))}; NQF loss at W(0) {float(mse_loss(r.W0 @ r.W0.T, r.data)):.4g}",
         ]
-        w = self.window
-        wt = "never within the run" if not np.isfinite(w) else f"step {w:.0f}" + (
-            f" (t = {w * r.eta:.4g})" if r.eta else "")
-        lines.append(f"  agreement window (probe outputs, relative gap > {r.threshold:g}): {wt}")
-        if r.eta is None:
-            lines.append("  no step <-> time map for this optimiser (only plain SGD, with or without momentum): "
-                         "no plateau prediction")
+        if r.frozen:
+            lines.append("  frozen (no neuron axis: shared by all neurons, held fixed in both runs): "
+                         + ", ".join(f"{path} {shape}" for path, shape in r.frozen))
+        else:
+            lines.append("  frozen leaves: none (every leaf has a neuron axis)")
+        form = ("rank-two factors of A(x), a(x)^T W W^T b_o" if r.form == "rank-two"
+                else "matrix-free (nested jvp of the model at 0)")
+        stack = "formed" if r.As is not None else "not formed (too large)"
+        lines.append(f"  NQF evaluated by {form}; the A(x) stack {stack}")
+        lines.append(f"  loss: {r.loss}")
+        lines.append(f"  optimiser: {r.optimizer.describe()}"
+                     + (f"; flow time per step {r.eta:.4g}" if r.eta else ""))
+        lines.append(f"  quadratic-regime error at W(0): {r.quadratic_error:.2e} (|f - f(0) - Q| / |Q| of the model "
+                     "against its NQF on the probe inputs)")
+        if r.diverged:
+            lines.append(f"  DIVERGED: {r.diverged}. No plateau prediction from a diverged run.")
             return "\n".join(lines)
+        if self.not_small:
+            lines.append(f"  W(0) is not small: the model is {r.quadratic_error:.3g} (relative) away from its NQF at "
+                         f"the initial weights (twice that exceeds {r.threshold:g}); the NQF does not describe this "
+                         "training, and no plateau end below is a valid prediction. Initialise smaller (and the "
+                         "biases too).")
+        w = self.window
+        lines.append(f"  measured agreement window (trained model vs prediction, probe outputs, relative gap > "
+                     f"{r.threshold:g}): " + ("never within the run" if not np.isfinite(w) else f"step {w:.0f}"))
         v = self.valid_until_steps
-        lines.append(f"  flow time per step eta = {r.eta:.4g}; prediction valid until "
-                     + ("the end of the horizon" if not np.isfinite(v) else f"step {v:.0f} (t = {r.valid_until:.4g})")
-                     + f" (model vs NQF at the flow's weights, gap > {r.threshold:g})")
-        lines.append("  plateau ends, mode k = k-th eigenvalue of M = W W^T reaching half its learned level:")
-        lines.append("    k     level   predicted step   NQF run   model run   model/predicted   tolerance")
-        for k in range(pl.levels.size):
-            ratio = pl.module[k] / pl.predicted[k] if np.isfinite(pl.module[k]) else np.nan
-            note = "" if pl.valid[k] else "   (beyond the range of validity)"
-            if not pl.within_run[k]:
-                note += "   (after the run)"
-            lines.append(f"    {k + 1:<3d} {pl.levels[k]:9.3g}   {pl.predicted[k]:14.0f}   {pl.nqf[k]:7.0f}   "
-                         f"{pl.module[k]:9.0f}   {ratio:15.3f}   +-{pl.tolerance[k]:.3f}{note}")
+        lines.append("  prediction valid until " + ("the end of the prediction" if not np.isfinite(v) else f"step {v:.0f}")
+                     + f" (twice the mean quadratic-regime error along the prediction <= {r.threshold:g})")
         if not pl.levels.size:
-            lines.append("    (no mode is learned within the flow's horizon)")
+            mod_levels = learned_levels(r.comparison.steps, r.eigs_module)
+            lines.append("  the prediction learns no mode from this W(0) (no eigenvalue of M grows "
+                         f"{GROWTH:g}-fold and settles within {r.nqf_steps[-1]:.0f} steps)")
+            L = np.asarray(r.comparison.module["loss"])
+            if mod_levels.size == 0:
+                lines.append(f"  measured: no mode is learned by the model either (loss {L[0]:.4g} -> {L[-1]:.4g})")
+            else:
+                lines.append(f"  measured: the model learns {mod_levels.size} mode(s) (loss {L[0]:.4g} -> {L[-1]:.4g})"
+                             ", which the NQF does not predict")
+            return "\n".join(lines)
+        lines.append("  plateau ends (steps), mode k = k-th eigenvalue of M = W W^T reaching half its learned level:")
+        lines.append("    k     level   predicted   flow (lag)        measured   measured/predicted-1   tolerance")
+        for k in range(pl.levels.size):
+            err = pl.module[k] / pl.predicted[k] - 1 if np.isfinite(pl.module[k]) else np.nan
+            if not pl.within_run[k]:
+                note = "after the run"
+            elif not pl.valid[k]:
+                note = "beyond the range of validity"
+            else:
+                note = "valid: within" if abs(err) <= pl.tolerance[k] else "valid: MISSES"
+            fl = "-" if not np.isfinite(pl.flow[k]) else f"{pl.flow[k]:.0f} ({100 * pl.lag[k]:+.1f}%)"
+            lines.append(f"    {k + 1:<3d} {pl.levels[k]:9.3g}   {pl.predicted[k]:9.0f}   {fl:<16s}  {pl.module[k]:8.0f}"
+                         f"   {err:+20.3f}   +-{pl.tolerance[k]:.3f}   {note}")
         return "\n".join(lines)
 
     def plot(self, axes: Any = None):
-        """Loss and eigenvalues of $M$ against optimiser steps: model, NQF run, flow (at ``step = t/eta``),
-        predicted plateau ends as vertical lines and measured ones as markers. ``axes``: two matplotlib axes to
-        draw on (default: a new figure). Returns the figure."""
+        """Loss and eigenvalues of $M$ against optimiser steps: model (measured), the NQF trained by the same
+        optimiser (the prediction), the flow (at ``step = t/eta``, when there is one), predicted plateau ends as
+        vertical lines and measured ones as markers. ``axes``: two matplotlib axes to draw on (default: a new
+        figure). Returns the figure."""
         import matplotlib.pyplot as plt
 
         r, pl = self.run, self.plateaus
@@ -168,31 +229,34 @@ class Diagnosis(NamedTuple):
         c = r.comparison
         st = np.asarray(c.steps, dtype=float)
         ok = st > 0
+        qs = np.asarray(r.nqf_steps, dtype=float)
+        qk = (qs > 0) & (qs <= st[-1])
         ax = axes[0]
         ax.loglog(st[ok], np.asarray(c.module["loss"])[ok], color="C0", label="model (measured)")
-        ax.loglog(st[ok], np.asarray(c.nqf["loss"])[ok], "--", color="C1", label="NQF, same optimiser")
-        if r.eta:
+        ax.loglog(qs[qk], np.asarray(r.nqf_loss)[qk], "--", color="C1", label="NQF, same optimiser (predicted)")
+        if r.eta and r.flow_ts.size:
             fs = r.flow_ts[1:] / r.eta
-            ax.loglog(fs, r.flow_loss[1:], ":", color="k", label="NQF flow (predicted)")
+            keep = fs <= st[-1]
+            ax.loglog(fs[keep], r.flow_loss[1:][keep], ":", color="k", label="NQF flow (reference)")
         ax.set_xlabel("optimiser step")
-        ax.set_ylabel("training loss (mse)")
+        ax.set_ylabel("training loss")
         ax = axes[1]
         K = pl.levels.size
         for k in range(max(K, 1)):
             col = f"C{k % 10}"
             ax.loglog(st[ok], r.eigs_module[ok, k], color=col, label="model (measured)" if k == 0 else None)
-            if r.eta:
-                ax.loglog(r.flow_ts[1:] / r.eta, r.flow_eigs[1:, k], ":", color=col,
-                          label="NQF flow (predicted)" if k == 0 else None)
+            ax.loglog(qs[qk], r.nqf_eigs[qk, k], "--", color=col, label="NQF, same optimiser (predicted)" if k == 0
+                      else None)
         for k in range(K):
             for a in axes:
                 a.axvline(pl.predicted[k], color=f"C{k % 10}", lw=0.8, alpha=0.6)
             if np.isfinite(pl.module[k]):
                 axes[1].plot(pl.module[k], HALF * pl.levels[k], "o", color=f"C{k % 10}", ms=5,
                              label="measured plateau end" if k == 0 else None)
-        if r.eta and np.isfinite(r.valid_until):
+        v = self.valid_until_steps
+        if np.isfinite(v) and v < st[-1]:
             for a in axes:
-                a.axvspan(r.valid_until / r.eta, st[-1], color="0.9", zorder=0,
+                a.axvspan(max(v, st[ok][0]), st[-1], color="0.9", zorder=0,
                           label="beyond the range of validity" if a is axes[0] else None)
         ax.set_xlabel("optimiser step")
         ax.set_ylabel(r"eigenvalues of $M = WW^\top$")
@@ -205,34 +269,32 @@ class Diagnosis(NamedTuple):
 
 
 def read_plateaus(run: ModelRun) -> PlateauEnds:
-    r"""Apply the rule to a ``ModelRun``: levels and switch-on times from its flow, the
-    measured ends on its two training runs (same levels).
+    r"""Apply the rule to a ``ModelRun``: levels and switch-on steps from the prediction (the NQF trained by the
+    user's optimiser), the measured ends on the model's run and the flow's (same levels).
 
-    The tolerance of a measured end against the prediction is fixed by the run's settings, never by the
-    measurement: the discretisation lag $\approx\eta a/2$ (``discretisation_tolerance``), plus one recording interval
-    over the predicted step (the reading's resolution), plus ``run.threshold`` (the relative accuracy to
-    which the NQF describes the model's outputs inside the range of validity)."""
-    if run.eta is None:
+    The tolerance of a measured end is fixed by the prediction, never by the measurement: twice the mean
+    quadratic-regime error along the prediction up to its end (:func:`validity_end`) plus two recording
+    intervals over the predicted step (each of the two readings is within one interval)."""
+    if run.diverged:
         z = np.zeros((0,))
-        return PlateauEnds(z, z, z, z, z, z.astype(bool), z.astype(bool), z)
-    levels = learned_levels(run.flow_ts, run.flow_eigs)
-    t_pred = mode_plateau_ends(run.flow_ts, run.flow_eigs, levels)
+        return PlateauEnds(z, z, z, z, z, z, z.astype(bool), z.astype(bool), z)
+    qs = np.asarray(run.nqf_steps, dtype=float)
+    levels = learned_levels(qs, run.nqf_eigs)
+    pred = mode_plateau_ends(qs, run.nqf_eigs, levels)
     steps = np.asarray(run.comparison.steps, dtype=float)
-    nqf = mode_plateau_ends(steps, run.eigs_nqf, levels)
     mod = mode_plateau_ends(steps, run.eigs_module, levels)
-    tol = discretisation_tolerance(run) + run.record_every / (t_pred / run.eta) + run.threshold
-    return PlateauEnds(levels, t_pred, t_pred / run.eta, nqf, mod, t_pred < run.valid_until,
-                       t_pred / run.eta <= run.num_steps, tol)
-
-
-def discretisation_tolerance(run: ModelRun) -> float:
-    r"""How late the optimiser may switch a mode on relative to the flow: ``run.lag``.
-
-    In the exponential phase that sets a plateau's length, a mode of the flow grows as $e^{a t}$ and the same
-    mode of gradient descent as $(1 + \eta a)^{\text{step}}$ (momentum: the largest root of its recursion), so GD
-    needs $\eta a/\ln(1+\eta a) - 1 \approx \eta a/2$ more steps (``growth_lag``); $a$ is the
-    fastest mode's rate (``run.rate``), a bound for the slower ones."""
-    return run.lag if run.eta else np.nan
+    if run.eta and run.flow_ts.size:
+        flow = mode_plateau_ends(run.flow_ts, run.flow_eigs, levels) / run.eta
+    else:
+        flow = np.full(levels.shape, np.nan)
+    with np.errstate(all="ignore"):
+        lag = pred / flow - 1.0
+        mean_e = running_mean(qs, run.divergence)
+        div = np.interp(np.where(np.isfinite(pred), pred, qs[-1]), qs, mean_e)
+        tol = 2.0 * div + 2.0 * run.record_every / pred
+    within = pred <= run.num_steps
+    valid = within & (2.0 * div <= run.threshold)
+    return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol)
 
 
 def diagnose(
@@ -243,28 +305,35 @@ def diagnose(
     *,
     apply: Callable | None = None,
     neuron_axes: Any = None,
+    loss: Any = "sum",
     **options: Any,
 ) -> Diagnosis:
-    r"""What the NQF says about your model, in one call: Theorem 1's hypotheses, $A(x)$ on the data and the
-    NQF data, the model and its NQF trained side by side (agreement window in steps and in time
-    $t = \eta\cdot$step), and the plateau ends **predicted** from the NQF flow at the model's own $W(0)$,
-    read by the rule of this module and converted to steps, beside the measured ones, with the flow's
-    range of validity.
+    r"""What the NQF says about your model, in one call: Theorem 1's hypotheses; the **prediction**, the NQF
+    $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$ trained by your own optimiser and loss from the model's own $W(0)$ (the
+    exact discrete NQF dynamics: SGD, momentum and Adam alike), with its plateau ends read by the rule of this
+    module, in steps; the **measurement**, the model trained the same way; how far the model is from its NQF
+    along the prediction (the quadratic-regime error, which sets the range of validity and each tolerance);
+    and, for SGD-family optimisers, the NQF's gradient flow as the continuum reference with the optimiser's lag
+    behind it. Frozen leaves, the loss convention and the optimiser found are printed; a diverged run is
+    flagged with a warning that names the cause, and gets no plateau table.
 
     Args:
         model: a callable ``equinox.Module`` (neurons along ``neuron_axes``, or its method ``neuron_axes()``),
             or the parameters of ``apply`` (a dict of arrays, a flax model's variables).
-        data: ``(xs, ys)``, targets ``(m,)`` or ``(m, o)``; loss :func:`nqf.model.mse`, full batch.
-        optimizer: ``nqf.training.optimizer("sgd", eta)`` (plateau ends predicted in steps), or any optax
-            optimiser (then no step <-> time map: the report says so).
-        num_steps: optimiser steps.
-        apply: ``apply(params, x)`` (``None`` for an equinox Module; ``flax_model.apply`` for flax).
-        neuron_axes: the neuron axis of each parameter leaf (as ``jax.vmap``'s ``in_axes``; ``None`` = shared).
+        data: ``(xs, ys)``, targets ``(m,)`` or ``(m, o)``; full batch.
+        optimizer: any optax optimiser (``optax.sgd(0.05)``, ``optax.sgd(0.05, momentum=0.9, nesterov=True)``,
+            ``optax.adam(1e-3)``) or :func:`nqf.training.optimizer`.
+        num_steps: optimiser steps of the model's run.
+        apply: ``apply(params, x)`` (``None`` for an equinox Module; ``flax_model.apply`` for flax linen).
+        neuron_axes: the neuron axis of each parameter leaf (as ``jax.vmap``'s ``in_axes``; ``None`` = shared,
+            held fixed and listed in the report).
+        loss: ``"sum"`` (the package's :func:`nqf.model.mse`, summed over outputs), ``"mean"`` (averaged over
+            outputs) or your own ``loss(outputs, targets) -> scalar``.
         options: of :func:`nqf.training.model_run` (``record_every``, ``threshold``, ``n_probe``, ``horizon``,
-            ``flow_points``).
+            ``flow_points``, ``nqf_form``).
 
     Returns:
         a :class:`nqf.solutions.Diagnosis` (``print`` it; ``.plot()``).
     """
-    run = model_run(model, data, optimizer, num_steps, apply=apply, neuron_axes=neuron_axes, **options)
+    run = model_run(model, data, optimizer, num_steps, apply=apply, neuron_axes=neuron_axes, loss=loss, **options)
     return Diagnosis(run, read_plateaus(run))

@@ -70,3 +70,7 @@ from ._models import model_name as model_name
 from ._models import model_neuron_axes as model_neuron_axes
 from ._models import module_function as module_function
 from ._neurons import split_params as split_params
+from ._lowrank import RankTwoForm as RankTwoForm
+from ._lowrank import rank_two_form as rank_two_form
+from ._lowrank import tree_packing as tree_packing
+from ._lowrank import quasi_random as quasi_random
