@@ -211,7 +211,26 @@ def raise_if_failed(sol: ODESolution, what: str) -> ODESolution:
     return sol
 
 
+def _real_kind(name: str, x, *, integers: bool) -> None:
+    """``x`` is an array of real numbers: ``TypeError`` naming ``name`` for strings, objects, booleans and
+    complex numbers (NumPy would drop an imaginary part with only a ComplexWarning), and for integers unless
+    ``integers`` (save times may be whole numbers; an order parameter is a float matrix)."""
+    if isinstance(x, (str, bytes)) or x is None:
+        raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} {x!r:.40}")
+    try:
+        dtype = np.result_type(x) if isinstance(x, (jax.Array, np.ndarray, np.generic)) else np.asarray(x).dtype
+    except (TypeError, ValueError) as err:
+        raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} ({err})") from None
+    ok = "fiu" if integers else "f"
+    if dtype.kind not in ok:
+        what = {"c": "complex", "b": "boolean", "i": "integer", "u": "integer"}.get(dtype.kind, "non-numeric")
+        hint = " (cast it: M0.astype(float))" if dtype.kind in "iub" and not integers else ""
+        raise wrong_kind(name, f"be an array of real {'numbers' if integers else 'floating-point numbers'}{hint}",
+                         f"{'an' if what[0] in 'aeiou' else 'a'} {what} array of dtype {dtype}")
+
+
 def _check_ts(ts) -> np.ndarray:
+    _real_kind("ts", ts, integers=True)
     ts_np = np.asarray(ts, dtype=float)
     check_ndim("ts", ts_np, 1, "save times")
     check_finite("ts", ts_np)
@@ -234,6 +253,9 @@ def choose_solver(solver: str, rtol: float) -> str:
 def _check_options(rtol, atol, solver, time, ts_np, max_steps, progress) -> tuple[str, str, int, bool]:
     """The options every solve shares, checked once: (solver, time, max_steps, progress) resolved."""
     check_positive("rtol", rtol)
+    if not float(rtol) < 1:  # a relative error of 100% per step controls nothing: the solve can blow up and stall
+        raise invalid("rtol", "be a relative tolerance in (0, 1), e.g. 1e-10 (at 1 or above no step is ever "
+                              "refused for its error)", repr(rtol))
     check_positive("atol", atol, strict=False)
     solver = choose_solver(solver, rtol)
     if time not in TIMES:
@@ -424,7 +446,8 @@ def _lanes_data(data, n: int) -> tuple[NQFData, bool, int, int]:
 
 
 def _check_M0(M0, p: int):
-    """``M0`` of shape ``(p, p)`` or ``(n, p, p)``: finite, symmetric PSD; returned as a float array."""
+    """``M0`` of shape ``(p, p)`` or ``(n, p, p)``: real floats, finite, symmetric PSD; returned as it is."""
+    _real_kind("M0", M0, integers=False)
     shape = np.shape(M0)
     if len(shape) == 2:
         check_order_parameter(M0, p, name="M0")
@@ -461,7 +484,7 @@ def gradient_flow(
     M0: Float[ArrayLike, "*n p p"],
     data: NQFData | Sequence[NQFData],
     ts: Float[ArrayLike, " T"],
-    *,
+    *old_order: Any,
     rtol: float = 1e-10,
     atol: float = 1e-14,
     statistics: bool | None = None,
@@ -483,7 +506,8 @@ def gradient_flow(
             also a sequence of ``n`` datasets of equal shapes, one per lane (e.g. data broken by several
             sizes of a perturbation).
         ts: increasing save times, e.g. :func:`log_times`; the solve runs from ``ts[0]``.
-        rtol, atol: PID tolerances on the entries of $M$ (traced: a new value compiles nothing).
+        rtol, atol: PID tolerances on the entries of $M$ (traced: a new value compiles nothing); ``rtol`` in
+            (0, 1), ``atol`` >= 0.
         statistics: solve from the sufficient statistics $(G, c)$ (``True``), from the samples
             (``False``), or pick the cheaper (``None``, by a cost model in $m$, $p$ and the batch size).
             Both give the same flow.
@@ -500,6 +524,10 @@ def gradient_flow(
         :class:`ODESolution` with ``ys`` = $M(t)$ at each ``ts``, shape ``(T, p, p)`` (``(n, T, p, p)``
         for a batch, with ``num_steps`` of shape ``(n,)``), and the step counts.
     """
+    if old_order:  # gradient_flow(As, ys, M0, ts) of nqf 0.1
+        raise wrong_kind("M0", "be the first of the three positional arguments gradient_flow(M0, data, ts) (the old "
+                               "order gradient_flow(As, ys, M0, ts) is now gradient_flow(M0, nqf.model.NQFData(As, ys), "
+                               "ts); options are keywords)", f"{3 + len(old_order)} positional arguments")
     require_x64("gradient_flow")
     check_mesh(mesh)
     ndim = np.ndim(M0)
