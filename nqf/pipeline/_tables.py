@@ -81,7 +81,7 @@ class Table:
     __repr__ = __str__
 
 
-def table(rows: Any, columns: Sequence[str] | None = None, *, formats: Mapping[str, str] | None = None) -> Table:
+def table(rows: Any, *, columns: Sequence[str] | None = None, formats: Mapping[str, str] | None = None) -> Table:
     """A table of ``rows`` (tuples, dicts keyed by column, or a pandas ``DataFrame``) with ``columns``.
 
     Args:
