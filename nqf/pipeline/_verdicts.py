@@ -281,7 +281,7 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
             ``values`` is a mapping with more than one option.
 
     Returns:
-        The :class:`Verdict`; its ``outcome`` is one of :data:`OUTCOMES`.
+        The :class:`Verdict`; its ``outcome`` is one of ``"holds"``, ``"against"``, ``"inconclusive"``.
     """
     require_kind("rule", isinstance(rule, Rule), "a nqf.pipeline.Rule", type(rule).__name__)
     seeds = _check_seeds("seeds", seeds)
