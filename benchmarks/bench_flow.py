@@ -361,12 +361,6 @@ def markdown(rec) -> str:
                      f"{r['scipy_err']:.0e} / {r['nqf_err']:.0e} | {_eq_cell(r)} | "
                      f"{r['nqf_data_s']:.4f} + {r['nqf_solve_s']:.4f} s ({r['nqf_path']}, {r['nqf_steps']}) | "
                      f"{r['nqf_tuned_ratio']:.1f} | {r.get('load_average', float('nan')):.1f} |")
-    pr = rec.get("profile_slowest")
-    if pr:
-        lines += ["", f"Profile of the slowest row (m = {pr['m']}, p = {pr['p']}): default call {pr['total_s']:.4f} s = "
-                      f"NQFData {pr['NQFData_s']:.4f} s + argument checks {pr['input_checks_s']:.4f} s + "
-                      f"{pr['path']} preparation {pr['prepare_s']:.4f} s + {pr['steps']} steps {pr['steps_s']:.4f} s + "
-                      f"dispatch {pr.get('dispatch_s', 0.0):.4f} s.", ""]
     s = rec.get("sweep64")
     if s:
         lines.append(f"| {s['n']} initial M, m = {s['m']}, p = {s['p']} | {s['scipy_loop_s']:.3f} s (loop) | "
@@ -375,6 +369,13 @@ def markdown(rec) -> str:
     if e:
         lines.append(f"| {e['n_eps']} eps in 1e-2..1e-40 (ch05 sweep) | {e['scipy_loop_s']:.3f} s (loop) | "
                      f"{e['nqf_sweep_s']:.4f} s (one program) | {e['ratio']:.1f} | {e['max_rel_diff_loss']:.1e} (loss) | | | | {e.get('load_average', float('nan')):.1f} |")
+    # after the sweep rows, which belong to the table above (a row after a paragraph is no table)
+    pr = rec.get("profile_slowest")
+    if pr:
+        lines += ["", f"Profile of the slowest row (m = {pr['m']}, p = {pr['p']}): default call {pr['total_s']:.4f} s = "
+                      f"NQFData {pr['NQFData_s']:.4f} s + argument checks {pr['input_checks_s']:.4f} s + "
+                      f"{pr['path']} preparation {pr['prepare_s']:.4f} s + {pr['steps']} steps {pr['steps_s']:.4f} s + "
+                      f"dispatch {pr.get('dispatch_s', 0.0):.4f} s.", ""]
     c = rec.get("cold")
     if c:
         lines += ["", "| first default call in a new process (m = 4096, p = 8), median of the repeats | import | first call | "
