@@ -13,10 +13,38 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Real
 
+from .._checks import check_int
 from .._checks import check_option
-from .._checks import check_real
+from .._checks import check_positive
 from .._checks import invalid
+from .._checks import wrong_kind
 from .._types import ArrayLike
+
+
+def _reals(name: str, x) -> np.ndarray:
+    """``x`` as a float NumPy array; ``TypeError`` naming ``name`` for strings, objects, complex numbers (instead
+    of NumPy's "could not convert string to float" or a ComplexWarning)."""
+    if isinstance(x, (str, bytes)) or x is None:
+        raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} {x!r:.40}")
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} ({err})") from None
+    if arr.dtype.kind not in "biuf":
+        raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} of dtype {arr.dtype}")
+    return arr.astype(float)
+
+
+def _times(t: np.ndarray) -> np.ndarray:
+    if t.ndim != 1 or t.size == 0:
+        raise invalid("times", "be a non-empty 1-D array of record times (nothing was recorded?)", f"shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise invalid("times", "be finite record times", f"{int(np.sum(~np.isfinite(t)))} NaN/inf entries in {t[:5]}")
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        i = int(np.argmin(np.diff(t) > 0))
+        raise invalid("times", "be strictly increasing (record times, in the order recorded)",
+                      f"times[{i}] = {t[i]:g} then times[{i + 1}] = {t[i + 1]:g}")
+    return t
 
 
 def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time_axis: int = 0,
@@ -27,9 +55,10 @@ def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time
     targets of a probe set, shape ``(*B, ...)`` without a time axis: one norm per run). ``a`` and ``b``
     must have the same shape; ``time_axis`` counts the leading run axes (``0`` for one run).
     """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    a, b = _reals("a", a), _reals("b", b)
     if a.shape != b.shape:
         raise invalid("b", "have the shape of `a`", f"{a.shape} and {b.shape}")
+    time_axis = check_int("time_axis", time_axis, minimum=0)
     if not 0 <= int(time_axis) < max(a.ndim, 1):
         raise invalid("time_axis", f"index an axis of `a` (ndim {a.ndim})", repr(time_axis))
     axes = tuple(range(int(time_axis) + 1, a.ndim))
@@ -37,7 +66,7 @@ def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time
     if reference is None:
         ref = np.sqrt(np.sum(a**2, axis=axes)) if axes else np.abs(a)
     else:
-        r = np.asarray(reference, dtype=float)  # (*B, ...): no time axis
+        r = _reals("reference", reference)  # (*B, ...): no time axis
         ref = np.sqrt(np.sum(r**2, axis=tuple(range(int(time_axis), r.ndim))))[..., None]
     with np.errstate(invalid="ignore", over="ignore"):
         return diff / np.maximum(ref, 1e-300)
@@ -66,17 +95,14 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
     Returns:
         an array of the shape of ``values`` without ``axis`` (broadcast with ``level``), of floats.
     """
-    t = np.asarray(times, dtype=float)
-    v = np.asarray(values, dtype=float)
+    t = _times(_reals("times", times))
+    v = _reals("values", values)
     check_option("rising", rising, (True, False))
-    if t.ndim != 1 or t.size == 0:
-        raise invalid("times", "be a non-empty 1-D array of record times", f"shape {t.shape}")
+    axis = check_int("axis", axis, minimum=None)
     if v.ndim == 0 or not -v.ndim <= int(axis) < v.ndim or v.shape[int(axis)] != t.size:
         raise invalid("values", f"carry the {t.size} records on axis {axis}", f"shape {v.shape}")
-    if t.size > 1 and not np.all(np.diff(t) > 0):
-        raise invalid("times", "be strictly increasing (record times)", f"{t[:5]}...")
     v = np.moveaxis(v, int(axis), 0)
-    lv = np.asarray(level, dtype=float)
+    lv = _reals("level", level)
     shape = np.broadcast_shapes(v.shape[1:], lv.shape)
     v, lv = np.broadcast_to(v, (t.size,) + shape), np.broadcast_to(lv, shape)
     with np.errstate(invalid="ignore"):
@@ -105,10 +131,12 @@ def first_exceedance(times: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"]
     or is not finite (:func:`first_crossing` with ``nan_crosses=True``, no interpolation).
 
     Returns an array of shape ``gap.shape[:-1]`` of floats: the step, or ``inf`` where the gap stays below the
-    threshold. A NaN or infinite gap (a diverged run) counts as parted.
+    threshold. A NaN or infinite gap (a diverged run) counts as parted. ``threshold`` is a finite number > 0 (a
+    gap is >= 0: a threshold <= 0 would be reached at the first record, whatever the runs); ``times`` finite and
+    strictly increasing; at least one record.
     """
-    times, gap = np.asarray(times), np.asarray(gap, dtype=float)
-    check_real("threshold", threshold)
+    times, gap = _times(_reals("times", times)), _reals("gap", gap)
+    check_positive("threshold", threshold)
     if times.ndim != 1 or gap.ndim < 1 or gap.shape[-1] != times.shape[0]:
         raise invalid("gap", f"have the recorded steps on its last axis ({times.shape[0] if times.ndim == 1 else '?'} "
                              f"of them, `times` must be 1-D)", f"times {times.shape} and gap {gap.shape}")
