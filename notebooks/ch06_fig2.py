@@ -61,3 +61,133 @@ def fig2_run(module, teacher, optimizer, *, num_steps: int, sigmas, key, seeds: 
     mod, nq = (lane(r["singular_values"][..., :teacher.s.size] / teacher.s) for r in (res.module, res.nqf))
     return Fig2Run(sig, res.steps, mod, nq, half_times(res.steps, mod), half_times(res.steps, nq),
                    lane(res.module["loss"]), lane(res.nqf["loss"]), res)
+
+
+# ---------------------------------------------------------------- lanes: one run per (seed, sigma), issue 28
+def seed_directions(module, seeds):
+    """The initial directions ``Z`` of integer ``seeds``, ``(S, p, d)``: seed ``s`` draws ``Z ~ N(0, 1)`` from
+    ``jax.random.PRNGKey(s)`` (a seed names its run, so a fresh confirmation seed is a fresh draw)."""
+    keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.asarray(seeds, dtype=np.int64)))
+    return jax.vmap(lambda k: jax.random.normal(k, (module.arch.p, module.d)))(keys)
+
+
+class Fig2Lanes(NamedTuple):
+    """One Fig. 2 panel as a flat list of lanes, lane ``i`` the run of seed ``seeds[i]`` at scale ``sigmas[i]``."""
+
+    seeds: np.ndarray  #: (L,) integer seed of each lane
+    sigmas: np.ndarray  #: (L,) initial scale of each lane
+    steps: np.ndarray  #: (T,) recorded steps
+    module: np.ndarray  #: (L, T, r) recovered singular values of the module over s_k
+    nqf: np.ndarray  #: (L, T, r) the same for its NQF
+    half_module: np.ndarray  #: (L, r) first recorded step with ratio >= 1/2 (inf: never)
+    half_nqf: np.ndarray  #: (L, r)
+    out_module: np.ndarray  #: (L, T, n, o) module outputs on the probe inputs
+    out_nqf: np.ndarray  #: (L, T, n, o) NQF outputs on the probe inputs
+    signal: float  #: ||y - f(0)|| on the probe inputs (the scale of the probe gap)
+    diverged: np.ndarray  #: (L,) a non-finite loss or output of the module or the NQF at some recorded step
+    comparison: Any  #: the nqf.training.Comparison
+
+    def lanes(self, seeds, sigma):
+        """Indices of the lanes of ``seeds`` (in that order) at scale ``sigma``."""
+        idx = {(int(s), float(g)): i for i, (s, g) in enumerate(zip(self.seeds, self.sigmas))}
+        return np.array([idx[int(s), float(sigma)] for s in seeds], dtype=int)
+
+    def probe_gap(self):
+        r"""(L, T) relative probe output gap $\|f^\text{module} - f^\text{NQF}\| / \|y - f(0)\|$ on the probe inputs."""
+        d = self.out_module - self.out_nqf
+        return np.sqrt(np.sum(d * d, axis=(-2, -1))) / self.signal
+
+    def sv_gap(self, t_end):
+        """(L,) max over recorded steps <= t_end and modes of |module - nqf| (units of s_k); NaN if diverged."""
+        sel = self.steps <= float(t_end)
+        g = np.max(np.abs(self.module[:, sel] - self.nqf[:, sel]), axis=(-2, -1))
+        return np.where(self.diverged, np.nan, g)
+
+    def output_gap(self, t_end):
+        """(L,) max over recorded steps <= t_end of the probe output gap; NaN if diverged."""
+        sel = self.steps <= float(t_end)
+        return np.where(self.diverged, np.nan, np.max(self.probe_gap()[:, sel], axis=-1))
+
+
+def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, record_every: int = 1,
+               n_probe: int = 100) -> Fig2Lanes:
+    """Lane ``i``: ``W(0) = sigmas[i] Z(seeds[i])`` (:func:`seed_directions`), the module and its NQF (its linear
+    feature form, checked against the matrix-free NQF by compare_with_nqf) trained with ``optimizer``; all lanes
+    vmapped in one compare_with_nqf. Records singular values of ``L(W)``, the loss and the probe outputs."""
+    seeds = np.asarray(seeds, dtype=np.int64).reshape(-1)
+    sig = np.asarray(sigmas, dtype=float).reshape(-1)
+    if seeds.shape != sig.shape:
+        raise ValueError(f"seeds and sigmas must have one entry per lane, got {seeds.shape} and {sig.shape}")
+    uniq, inv = np.unique(seeds, return_inverse=True)
+    Z = seed_directions(module, uniq)[jnp.asarray(inv)]
+    W0 = jnp.asarray(sig)[:, None, None] * Z
+    probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
+    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps=num_steps, probe=probe,
+                           track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
+                           record_every=record_every, nqf_form=module.feature_output)
+    f0 = jax.vmap(lambda x: module.arch.apply(jnp.zeros((module.arch.p, module.d)), x))(probe)
+    signal = float(jnp.sqrt(jnp.sum((jnp.asarray(teacher.ys[:n_probe]) - f0) ** 2)))
+    r = teacher.s.size
+    mod, nq = (np.asarray(x["singular_values"])[..., :r] / teacher.s for x in (res.module, res.nqf))
+    om, on = np.asarray(res.module["outputs"]), np.asarray(res.nqf["outputs"])
+    om, on = om.reshape(om.shape[:2] + (n_probe, -1)), on.reshape(on.shape[:2] + (n_probe, -1))
+    bad = ~(np.all(np.isfinite(np.asarray(res.module["loss"])), axis=-1) & np.all(np.isfinite(np.asarray(res.nqf["loss"])), axis=-1)
+            & np.all(np.isfinite(om), axis=(1, 2, 3)) & np.all(np.isfinite(on), axis=(1, 2, 3)))
+    return Fig2Lanes(seeds, sig, np.asarray(res.steps), mod, nq, half_times(res.steps, mod), half_times(res.steps, nq),
+                     om, on, signal, bad, res)
+
+
+def nqf_seed_to_seed(run: Fig2Lanes, seeds, sigma, t_end):
+    """The NQF's own seed-to-seed gaps up to ``t_end`` at ``sigma``, mean over pairs of ``seeds``:
+    ``(singular values: max_{t,k} |s^NQF,s - s^NQF,s'| / s_k, probe outputs: max_t ||f^NQF,s - f^NQF,s'|| / ||y - f(0)||)``."""
+    i = run.lanes(seeds, sigma)
+    sel = run.steps <= float(t_end)
+    q, f = run.nqf[i][:, sel], run.out_nqf[i][:, sel]
+    pairs = [(a, b) for a in range(len(i)) for b in range(a + 1, len(i))]
+    sv = [np.max(np.abs(q[a] - q[b])) for a, b in pairs]
+    out = [np.max(np.sqrt(np.sum((f[a] - f[b]) ** 2, axis=(-2, -1)))) / run.signal for a, b in pairs]
+    return float(np.mean(sv)), float(np.mean(out))
+
+
+# ---------------------------------------------------------------- the statistics of the rules (per seed)
+def judged_modes(half_nqf_explore, num_steps, band):
+    """(r,) bool: modes the NQF half-learns in every exploration seed at least ``band`` steps before the end."""
+    return np.all(np.asarray(half_nqf_explore) <= float(num_steps) - float(band), axis=0)
+
+
+def learning_phase_end(half_nqf_explore, judged):
+    """T_L: the exploration-seed mean half-time of the slowest judged mode of the NQF (steps)."""
+    h = np.mean(np.asarray(half_nqf_explore, dtype=float), axis=0)
+    return float(np.max(h[np.asarray(judged)])) if np.any(judged) else float("nan")
+
+
+def switch_on_band(half_nqf_explore, judged):
+    """tau = 2 x the root-mean-square over the judged modes of the NQF half-time's sd over exploration seeds."""
+    sd = np.std(np.asarray(half_nqf_explore, dtype=float)[:, np.asarray(judged)], axis=0, ddof=1)
+    return float(2.0 * np.sqrt(np.mean(sd ** 2)))
+
+
+def switch_on_stat(half_module, half_nqf, judged, never):
+    """(S,) max over judged modes of |t_half^module - t_half^NQF| per seed; a half-time never reached counts as
+    ``never`` (one interval beyond the run: the difference is then a lower bound)."""
+    hm = np.where(np.isfinite(half_module), half_module, never)
+    hn = np.where(np.isfinite(half_nqf), half_nqf, never)
+    return np.max(np.abs(hm - hn)[:, np.asarray(judged)], axis=-1)
+
+
+def order_stat(half, judged, never):
+    """(S,) max over consecutive judged modes of t_half,k - t_half,k+1 (negative: the modes switch on in the order of
+    s_k, by that many steps at the closest pair)."""
+    h = np.where(np.isfinite(half), half, never)[:, np.asarray(judged)]
+    return np.max(h[:, :-1] - h[:, 1:], axis=-1)
+
+
+def window_growth(windows, never):
+    """(S,) max over neighbouring scales (sorted by sigma) of w(sigma_j+1) - w(sigma_j); a pair censored at the same end
+    (both never part, ``>= never``, or both part at step 0) carries no information and is left out (NaN if every pair is)."""
+    w = np.minimum(np.asarray(windows, dtype=float), never)
+    a, b = w[:, :-1], w[:, 1:]
+    keep = ~(((a >= never) & (b >= never)) | ((a <= 0) & (b <= 0)))
+    d = np.where(keep, b - a, -np.inf)
+    out = np.max(d, axis=-1)
+    return np.where(np.any(keep, axis=-1), out, np.nan)
