@@ -189,15 +189,19 @@ class Diagnosis(NamedTuple):
         lines.append("  prediction valid until " + ("the end of the prediction" if not np.isfinite(v) else f"step {v:.0f}")
                      + f" (twice the mean quadratic-regime error along the prediction <= {r.threshold:g})")
         if not pl.levels.size:
-            mod_levels = learned_levels(r.comparison.steps, r.eigs_module)
+            mod_levels = learned_levels(np.asarray(r.comparison.steps, dtype=float), r.eigs_module)
             lines.append("  the prediction learns no mode from this W(0) (no eigenvalue of M grows "
                          f"{GROWTH:g}-fold and settles within {r.nqf_steps[-1]:.0f} steps)")
             L = np.asarray(r.comparison.module["loss"])
-            if mod_levels.size == 0:
-                lines.append(f"  measured: no mode is learned by the model either (loss {L[0]:.4g} -> {L[-1]:.4g})")
-            else:
+            if mod_levels.size:
                 lines.append(f"  measured: the model learns {mod_levels.size} mode(s) (loss {L[0]:.4g} -> {L[-1]:.4g})"
                              ", which the NQF does not predict")
+            elif L[-1] < HALF * L[0]:
+                lines.append(f"  measured: the model learns (loss {L[0]:.4g} -> {L[-1]:.4g}) without plateaus: its "
+                             "modes start near their learned levels, so there is no plateau end to predict")
+            else:
+                lines.append(f"  measured: no mode is learned by the model either (no eigenvalue of its M grows "
+                             f"{GROWTH:g}-fold; loss {L[0]:.4g} -> {L[-1]:.4g})")
             return "\n".join(lines)
         lines.append("  plateau ends (steps), mode k = k-th eigenvalue of M = W W^T reaching half its learned level:")
         lines.append("    k     level   predicted   flow (lag)        measured   measured/predicted-1   tolerance")

@@ -405,7 +405,9 @@ def model_run(
     call = model_function(apply, model, params_name="model")
     name = model_name(apply, model)
     neuron_axes = model_neuron_axes(model, neuron_axes, name)
-    check_float64("model", model, name)
+    check_float64("model", model, name, also="for a flax model, create its parameters in float64: "
+                  "nn.Dense(..., param_dtype=jnp.float64) (linen) or nnx.Linear(..., param_dtype=jnp.float64, rngs=...)"
+                  " (nnx)")
     steps = check_int("num_steps", num_steps)
     n_probe = check_int("n_probe", n_probe)
     if isinstance(horizon, bool) or not isinstance(horizon, (int, float, np.floating)) or not 1.0 <= float(horizon) < 1e3:
@@ -483,6 +485,8 @@ def model_run(
                       stacklevel=3)
     rq, rm = pred.record, meas.record
     pf0 = np.asarray(probe[1])
+    quiet = np.errstate(over="ignore", invalid="ignore")  # a diverged run was reported above, with its cause
+    quiet.__enter__()
     div = _divergence(rq["model_outputs"], rq["outputs"], pf0)
     nqf_loss = np.concatenate([np.asarray(pred.batch_loss)[::every], [fin_q]])
     mod_loss = np.concatenate([np.asarray(meas.batch_loss)[::every], [fin_m]])
@@ -491,6 +495,7 @@ def model_run(
     eig_m = _eigs(rm["gram"])[:, : min(p, d)]
     gap = relative_gap(np.asarray(rm["outputs"]), np.asarray(rq["outputs"])[:T], time_axis=0)
     window = first_exceedance(meas.steps, gap, threshold)
+    quiet.__exit__(None, None, None)
     comp = Comparison(np.asarray(meas.steps), {"loss": mod_loss, "outputs": np.asarray(rm["outputs"])},
                       {"loss": nqf_loss[:T], "outputs": np.asarray(rq["outputs"])[:T]},
                       {"module": np.asarray(meas.batch_loss), "nqf": np.asarray(pred.batch_loss)[:steps]},
