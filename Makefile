@@ -9,7 +9,7 @@ STAMP       := $(VENV)/.nqf-installed
 RUNNER_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: venv test test-py313 lab book quick-book check-site bench clean help
+.PHONY: venv test test-shuffled test-py313 lab book quick-book check-site bench clean help
 
 help:
 	@echo "make book        execute every chapter at full fidelity and build _build/html"
@@ -20,6 +20,7 @@ help:
 	@echo "make venv        create/refresh .venv from requirements-lock.txt"
 	@echo "make lab         JupyterLab on notebooks/ with the project's kernel (chapters run by hand: quick, into _build/output/interactive)"
 	@echo "make test-py313  the unit tests (no chapters) on Python 3.13 in .venv-py313"
+	@echo "make test-shuffled  the unit tests in three shuffled orders"
 	@echo "make clean       remove _build and caches (keeps .venv)"
 
 venv: $(STAMP)
@@ -39,6 +40,10 @@ PYTEST_WORKERS ?= auto
 XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist worksteal)
 test: venv
 	$(PY) -m pytest $(XDIST) $(PYTEST_FLAGS)
+
+# The unit tests in three shuffled orders (no test may depend on another having run first).
+test-shuffled: venv
+	for seed in 1 2 3; do $(PY) -m pytest $(XDIST) -m "not notebook" --shuffle $$seed -q $(PYTEST_FLAGS) || exit 1; done
 
 # The unit tests on Python 3.13 (pyenv's, or any python3.13 on PATH), in their own venv.
 PY313 ?= $(shell for p in $$HOME/.pyenv/versions/3.13*/bin/python3.13 $$(command -v python3.13); do \

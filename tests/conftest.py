@@ -51,11 +51,23 @@ def loose_promotion():
         yield
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", type=int, default=None, metavar="SEED",
+                     help="run the tests in an order shuffled by SEED (tests must not depend on their order)")
+
+
 def pytest_collection_modifyitems(config, items):
     """The chapter runs (``notebook`` marker, a minute each) first, the unit tests after.
 
     ``make test`` runs on two workers with work stealing; starting the longest tests first keeps
     both workers busy to the end instead of leaving one chapter running alone. The order is
-    deterministic, as pytest-xdist requires of every worker's collection.
+    deterministic, as pytest-xdist requires of every worker's collection. ``--shuffle SEED``
+    shuffles the order (the same on every worker for one seed), to show that no test depends on
+    another having run first: ``make test-shuffled`` runs the unit tests under three seeds.
     """
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(items)
     items[:] = sorted(items, key=lambda item: item.get_closest_marker("notebook") is None)
