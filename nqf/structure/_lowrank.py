@@ -103,7 +103,7 @@ def _output_factors(apply, packing, tr, frozen, x, bh, p, d):
 def _sample_factors(apply, packing, tr, frozen, xs, bhat, sel, p, d):
     """$a(x)$ for every sample from one Hessian-vector product along ``bhat`` of the output ``sel``."""
     f = _one_neuron(apply, packing, tr, frozen, p, d)
-    return jax.lax.map(lambda x: _factor(f, x, bhat, sel), xs, batch_size=256)
+    return jax.lax.map(lambda x: _factor(f, x, bhat, sel), xs, batch_size=16)  # memory: a (p, d) cotangent each
 
 
 @eqx.filter_jit

@@ -201,6 +201,28 @@ class Fit(eqx.Module):
         return self.reduce(self.predict(tr, args, xs, f0, a), ys)
 
 
+class StatsFit(eqx.Module):
+    r"""The summed or averaged squared error of the rank-two NQF from statistics of the data computed once: with
+    $Q = a(X)\,W C$, $C = W^\top B$, $\|f_0 + Q - Y\|^2 = c + 2\langle R, WC\rangle + \langle WC, G\,WC\rangle$,
+    $G = a(X)^\top a(X)$ ($p\times p$), $R = a(X)^\top(f_0 - Y)$ ($p\times o$), $c = \|f_0 - Y\|^2$; a batch is
+    ``(G, R, c, scale)``, ``scale`` $= 1/m$ (``"sum"``) or $1/(mo)$ (``"mean"``). A step costs $O(p^2o + pdo)$,
+    not the $O(mpd)$ of the samples (the same loss, the same gradients up to rounding)."""
+
+    packing: Any = eqx.field(static=True)
+
+    def __call__(self, tr, batch, args):
+        G, R, c, scale = batch
+        W = self.packing.pack(tr)
+        WC = W @ (W.T @ args["B"])
+        return scale * (c + 2.0 * jnp.sum(R * WC) + jnp.sum(WC * (G @ WC)))
+
+
+@jax.jit
+def _statistics(a, f0, ys):
+    r = jnp.reshape(f0 - ys, (ys.shape[0], -1))
+    return a.T @ a, a.T @ r, jnp.sum(r**2)
+
+
 class Recorder(eqx.Module):
     """What a run records: its outputs on the probe set, the Gram matrix of its packed weights (the eigenvalues
     of $M = WW^\\top$), and for the NQF run also the model's outputs at the NQF's weights."""
@@ -469,14 +491,19 @@ def model_run(
     fit_q = Fit(call, form, reduce, packing)
     batch = (xs, ys, f0, a_all)
     steps_pred = int(np.ceil(float(horizon) * steps / every)) * every
+    loss_q, batch_q = fit_q, batch
+    if form == "rank-two" and reduce in (mse, mean_mse):  # the loss from statistics of the data: O(p^2 o) a step
+        G, R, c = _statistics(a_all, f0, ys)
+        scale = 1.0 / (m * (o if reduce is mean_mse else 1))
+        loss_q, batch_q = StatsFit(packing), (G, R, c, jnp.asarray(scale, G.dtype))
     lr_note = (f"learning rate {sm.learning_rate:g}: lower it" if sm.kind else "lower the learning rate")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # divergence is reported below, naming its cause
-        pred = train(fit_q, tr, opt, num_steps=steps_pred, data=batch, record=Recorder(fit_q, True, gram_side),
+        pred = train(loss_q, tr, opt, num_steps=steps_pred, data=batch_q, record=Recorder(fit_q, True, gram_side),
                      args=args, record_every=every, on_divergence="ignore")
         meas = train(fit_m, tr, opt, num_steps=steps, data=batch, record=Recorder(fit_m, False, gram_side),
                      args=args, record_every=every, on_divergence="ignore")
-    fin_q = float(_final_loss(fit_q, pred.params, batch, args))
+    fin_q = float(_final_loss(loss_q, pred.params, batch_q, args))
     fin_m = float(_final_loss(fit_m, meas.params, batch, args))
     diverged = (_run_diverged("NQF", pred.batch_loss, fin_q, lr_note)
                 or _run_diverged("model", meas.batch_loss, fin_m, lr_note))
