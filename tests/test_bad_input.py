@@ -557,3 +557,89 @@ def test_equinox_module_as_the_module_is_accepted():
     A = structure.structure_matrix(Scaled(jnp.asarray(2.0)), X3, p=4)
     np.testing.assert_allclose(np.asarray(A), 2.0 * np.asarray(structure.structure_matrix(_tanh_module, X3, p=4)),
                                rtol=1e-12)
+
+
+# --- diagnose (issue 30) ---
+import equinox as eqx  # noqa: E402
+
+
+class _DiagNet(eqx.Module):
+    """``V tanh(U x)`` on 3 inputs, 2 outputs, 4 neurons (rows of U, columns of V)."""
+
+    U: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return self.V @ jnp.tanh(self.U @ x)
+
+    def neuron_axes(self):
+        return _DiagNet(0, 1)
+
+
+class _IntNet(eqx.Module):
+    U: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return jnp.round(self.V @ jnp.tanh(self.U @ x)).astype(jnp.int64)
+
+    def neuron_axes(self):
+        return _IntNet(0, 1)
+
+
+def _diag_setup(m=12):
+    rng = np.random.default_rng(0)
+    net = _DiagNet(jnp.asarray(1e-3 * rng.normal(size=(4, 3))), jnp.asarray(1e-3 * rng.normal(size=(2, 4))))
+    xs = jnp.asarray(rng.normal(size=(m, 3)))
+    return net, xs, xs[:, :2] * 0.5
+
+
+def test_30_diagnose_inputs_of_the_wrong_width_name_data_and_the_shapes():
+    net, xs, ys = _diag_setup()
+    with pytest.raises(ValueError, match=r"`data` must hold inputs _DiagNet accepts; got inputs of shape \(5,\)"):
+        solutions.diagnose(net, (jnp.ones((12, 5)), ys), optax.sgd(0.05), 10)
+
+
+def test_30_diagnose_nan_inputs_name_the_users_data():
+    net, xs, ys = _diag_setup()
+    with pytest.raises(ValueError, match=r"`data` must hold finite inputs xs; got inputs with 1 NaN"):
+        solutions.diagnose(net, (xs.at[3, 1].set(jnp.nan), ys), optax.sgd(0.05), 10)
+    with pytest.raises(ValueError, match=r"`data` must hold finite targets ys"):
+        solutions.diagnose(net, (xs, ys.at[0, 0].set(jnp.inf)), optax.sgd(0.05), 10)
+
+
+def test_30_diagnose_momentum_one_is_refused_with_its_range():
+    net, xs, ys = _diag_setup()
+    with pytest.raises(ValueError, match=r"`optimizer` must have a momentum in \[0, 1\).*momentum 1"):
+        solutions.diagnose(net, (xs, ys), optax.sgd(0.05, momentum=1.0), 10)
+    with pytest.raises(ValueError, match=r"momentum"):  # refused by nqf.optimizer itself or by diagnose
+        solutions.diagnose(net, (xs, ys), training.optimizer("sgd", 0.05, momentum=1.0), 10)
+    with pytest.raises(ValueError, match=r"`optimizer` must descend \(a positive learning rate\)"):
+        solutions.diagnose(net, (xs, ys), optax.sgd(-0.05), 10)
+
+
+def test_30_diagnose_no_samples_is_a_clear_error():
+    net, _, _ = _diag_setup()
+    with pytest.raises(ValueError, match=r"`data` must hold at least one sample; got inputs with 0 samples"):
+        solutions.diagnose(net, (jnp.zeros((0, 3)), jnp.zeros((0, 2))), optax.sgd(0.05), 10)
+
+
+def test_30_diagnose_a_model_returning_ints_is_a_wrong_kind():
+    net, xs, ys = _diag_setup()
+    bad = _IntNet(net.U, net.V)
+    with pytest.raises(TypeError, match=r"`model` must return floating-point outputs.*_IntNet, which returns int64"):
+        solutions.diagnose(bad, (xs, ys), optax.sgd(0.05), 10)
+
+
+def test_30_diagnose_n_probe_zero_is_refused():
+    net, xs, ys = _diag_setup()
+    with pytest.raises(ValueError, match=r"`n_probe`"):
+        solutions.diagnose(net, (xs, ys), optax.sgd(0.05), 10, n_probe=0)
+
+
+def test_30_diagnose_a_diverging_learning_rate_warns_with_the_cause_and_prints_no_table():
+    net, xs, ys = _diag_setup()
+    with pytest.warns(RuntimeWarning, match=r"the optimiser diverges \(learning rate 1000: lower it\)"):
+        rep = solutions.diagnose(net, (xs, ys), optax.sgd(1e3), 40)
+    text = str(rep)
+    assert "DIVERGED" in text and "plateau ends" not in text and rep.plateaus.levels.size == 0
