@@ -1,66 +1,136 @@
 """Chapter 8's recipe for Fig. 6: online SGD of a module and of its NQF (Eq. 2, matrix-free) from the same $W(0)$ on
-the same fresh minibatches of a teacher of the same architecture, seeds vmapped: two runs of :func:`nqf.training.train`
-(``sample``: a fresh minibatch every step), loss :class:`nqf.training.OutputLoss` (Eq. 26)."""
+the same fresh minibatches of a teacher of the same architecture, every run vmapped in one compiled scan.
+
+Each run has its own seed, from which it draws its teacher, its initialisation, its probe set, its minibatch stream
+and (for a module with a readout, ``readout=True``) its own Gaussian readout $c \\sim \\mathcal N(0, I_D)$, shared by
+teacher and student. Such a module is built with the identity readout (``c = I_D``: the ``D`` outputs
+$g(W, x)$) and contracted with the run's $c$: $f = c^\\top g(W, x)$; the NQF is linear in the readout too, so
+$\\mathrm{NQF}(f) = c^\\top\\mathrm{NQF}(g)$. Module and NQF are trained in one :func:`nqf.training.train` on the pair
+$(W_\\text{module}, W_\\text{NQF})$ with the sum of their losses (plain SGD on a sum of losses of disjoint parameters is
+the two SGD runs, exactly), and the per-run learning rate multiplies the loss (plain SGD at rate 1 on
+$\\eta\\,\\mathcal L$ is SGD at rate $\\eta$ on $\\mathcal L$, exactly), so runs at different rates share one program.
+At every step the record holds the two probe losses and the two gaps on the probe set, so the agreement window is
+read to one step."""
 
 from typing import NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures import Architecture
 from nqf.model import mse
-from nqf.training import OutputLoss, optimizer, relative_gap, train
+from nqf.training import OutputLoss, first_exceedance, optimizer, train
 
 
-def draw(arch, teacher, Wt, key, n):
-    """n inputs ``arch.sample_input`` and their targets ``teacher.apply(Wt, x)``."""
-    xs = jax.vmap(arch.sample_input)(jax.random.split(key, n))
-    return xs, jax.vmap(lambda x: teacher.apply(Wt, x))(xs)
+class Pair(eqx.Module):
+    """The module (``nqf=False``) or its NQF (``nqf=True``) of ``arch``, contracted with the run's readout
+    ``args["c"]`` when ``readout``."""
+
+    arch: Architecture
+    readout: bool = eqx.field(static=True)
+    fast: bool = eqx.field(static=True, default=False)
+
+    def predict(self, W, args, xs, *, nqf: bool):
+        if nqf and self.fast:  # Eq. 2 through the architecture's closed form Tr[W W^T A(x)] (checked in the tests)
+            out = jax.vmap(lambda x: self.arch.apply(jnp.zeros_like(W), x) + self.arch.quadratic(W, x))(xs)
+        else:  # Eq. 26's model: the module, or its NQF matrix-free (nqf.training.OutputLoss)
+            out = OutputLoss(self.arch.apply, nqf).predict(W, {"frozen": None}, xs)
+        return out @ args["c"] if self.readout else out
+
+    def teacher(self, args, xs):
+        return self.predict(args["Wt"], args, xs, nqf=False)
+
+
+class PairLoss(eqx.Module):
+    pair: Pair
+
+    def __call__(self, params, batch, args):
+        xb, yb = batch
+        Wm, Wn = params
+        lm = mse(self.pair.predict(Wm, args, xb, nqf=False), yb)
+        ln = mse(self.pair.predict(Wn, args, xb, nqf=True), yb)
+        return args["eta"] * (lm + ln)
 
 
 class TeacherSample(eqx.Module):
-    module: Architecture
-    teacher: Architecture
+    pair: Pair
     batch: int = eqx.field(static=True)
 
     def __call__(self, key, args):
-        return draw(self.module, self.teacher, args["Wt"], key, self.batch)
+        xs = jax.vmap(self.pair.arch.sample_input)(jax.random.split(key, self.batch))
+        return xs, self.pair.teacher(args, xs)
 
 
 class ProbeRecord(eqx.Module):
-    loss: OutputLoss
+    pair: Pair
 
-    def __call__(self, W, args):
-        pred = self.loss.predict(W, args, args["px"])
-        return {"outputs": pred, "probe_loss": mse(pred, args["py"])}
-
-
-@eqx.filter_jit
-def probes(module, teacher, teacher_W, keys, n_probe):
-    """Per seed: a probe set drawn from the first half of its key, and the second half (for the minibatches)."""
-    return jax.vmap(lambda Wt, k: (draw(module, teacher, Wt, jax.random.split(k)[0], n_probe), jax.random.split(k)[1]))(
-        teacher_W, keys)
+    def __call__(self, params, args):
+        Wm, Wn = params
+        px, py = args["px"], args["py"]
+        fm, fn = self.pair.predict(Wm, args, px, nqf=False), self.pair.predict(Wn, args, px, nqf=True)
+        lm, ln = mse(fm, py), mse(fn, py)
+        return {"module": lm, "nqf": ln, "output_gap": jnp.linalg.norm(fm - fn) / jnp.linalg.norm(py),
+                "loss_gap": jnp.abs(ln - lm) / lm}
 
 
 class OnlineRun(NamedTuple):
-    steps: np.ndarray  #: (T,) recorded steps
-    probe_loss: dict  #: {"module", "nqf"} -> (S, T) MSE on the seed's probe set
-    batch_loss: dict  #: {"module", "nqf"} -> (S, num_steps) MSE on each step's minibatch, before the step
+    steps: np.ndarray  #: (T,) recorded steps (every step: 0, 1, ..., num_steps)
+    probe_loss: dict  #: {"module", "nqf"} -> (S, T) MSE on the run's probe set
     output_gap: np.ndarray  #: (S, T) ||f_module - f_NQF|| / ||y|| on the probe set
+    loss_gap: np.ndarray  #: (S, T) |L_NQF - L_module| / L_module on the probe set
+    c_norm2: np.ndarray  #: (S,) |c|^2 of each run's readout (nan without a readout)
+    diverged: np.ndarray  #: (S,) bool: a loss became non-finite
 
 
-def online_teacher_student(module, teacher, W0, teacher_W, *, key, learning_rate, batch, num_steps, record_every,
-                           n_probe) -> OnlineRun:
-    """Seed s (of S = len(W0)) has its init W0[s] (p, d), teacher weights teacher_W[s] and key split(key, S)[s], from
-    which it draws its probe set and, at every step, its minibatch."""
-    (px, py), kd = probes(module, teacher, teacher_W, jax.random.split(key, len(W0)), n_probe)
-    args = {"frozen": None, "Wt": teacher_W, "px": px, "py": py}
-    runs = {name: train(OutputLoss(module.apply, is_nqf), W0, optimizer("sgd", float(learning_rate)),
-                        num_steps=num_steps, sample=TeacherSample(module, teacher, batch), key=kd, args=args,
-                        record=ProbeRecord(OutputLoss(module.apply, is_nqf)), record_every=record_every,
-                        vmap=("params", "key", "args"), on_divergence="ignore")
-            for name, is_nqf in (("module", False), ("nqf", True))}
-    gap = relative_gap(runs["module"].record["outputs"], runs["nqf"].record["outputs"], time_axis=1, reference=py)
-    return OnlineRun(runs["module"].steps, {k: r.record["probe_loss"] for k, r in runs.items()},
-                     {k: r.batch_loss for k, r in runs.items()}, gap)
+def run_inputs(arch: Architecture, seed: int, *, d: int, eps: float, n_probe: int, readout: bool):
+    """What run ``seed`` draws from ``PRNGKey(seed)``: initialisation ``eps * N(0, 1)`` (p, d), teacher ``N(0, 1)``
+    (p, d), readout ``N(0, I_D)`` (zeros(()) without a readout), probe inputs and the key of its minibatch stream."""
+    return _inputs(arch, jnp.asarray([int(seed)]), d=d, eps=eps, n_probe=n_probe, readout=readout)
+
+
+@eqx.filter_jit
+def _inputs(arch, seeds, *, d, eps, n_probe, readout):
+    def one(seed):
+        kW, kT, kC, kP, kD = jax.random.split(jax.random.PRNGKey(seed), 5)
+        W0 = eps * jax.random.normal(kW, (arch.p, d))
+        Wt = jax.random.normal(kT, (arch.p, d))
+        c = jax.random.normal(kC, (arch.outputs,)) if readout else jnp.zeros(())
+        px = jax.vmap(arch.sample_input)(jax.random.split(kP, n_probe))
+        return W0, Wt, c, px, kD
+    return jax.vmap(one)(seeds)
+
+
+def online_teacher_student(arch: Architecture, seeds, learning_rates, *, d: int, eps: float, batch: int,
+                           num_steps: int, n_probe: int, readout: bool = False, fast: bool = False) -> OnlineRun:
+    r"""Run ``i`` has seed ``seeds[i]`` (:func:`run_inputs`) and learning rate ``learning_rates[i]``; all runs are
+    vmapped in one compiled scan. With ``readout``, ``arch`` must have the identity readout (``arch.outputs = D``
+    outputs) and each run draws its own ``c``. ``fast``: the NQF through ``arch.quadratic`` (its closed form of
+    $\mathrm{Tr}[WW^\top A(x)]$) plus the output at zero weights, instead of the matrix-free second derivative."""
+    seeds = [int(s) for s in seeds]
+    etas = np.asarray(learning_rates, dtype=float)
+    if etas.shape != (len(seeds),):
+        raise ValueError(f"learning_rates: one per seed ({len(seeds)}), got shape {etas.shape}")
+    pair = Pair(arch, readout, fast)
+    W0, Wt, c, px, keys = _inputs(arch, jnp.asarray(seeds), d=d, eps=eps, n_probe=n_probe, readout=readout)
+    args = {"Wt": Wt, "px": px, "eta": jnp.asarray(etas), "c": c}
+    args["py"] = jax.vmap(lambda a: pair.teacher(a, a["px"]))(args)
+    res = train(PairLoss(pair), (W0, W0), optimizer("sgd", 1.0), num_steps=num_steps, sample=TeacherSample(pair, batch),
+                key=keys, args=args, record=ProbeRecord(pair), record_every=1, vmap=("params", "key", "args"),
+                on_divergence="ignore")
+    rec = res.record
+    c2 = np.sum(np.asarray(c) ** 2, axis=-1) if readout else np.full(len(seeds), np.nan)
+    diverged = res.diverged | ~np.all(np.isfinite(rec["module"]) & np.isfinite(rec["nqf"]), axis=-1)
+    return OnlineRun(res.steps, {"module": rec["module"], "nqf": rec["nqf"]}, rec["output_gap"], rec["loss_gap"],
+                     c2, np.asarray(diverged))
+
+
+def windows(run: OnlineRun, threshold: float, *, metric: str) -> np.ndarray:
+    """Per run: the first step at which the gap (``metric`` ``"loss"`` or ``"output"``) reaches ``threshold``;
+    the run's length where it never does (a lower bound: the window did not end within the run), ``nan`` for a
+    diverged run (not judged)."""
+    gap = run.loss_gap if metric == "loss" else run.output_gap
+    w = first_exceedance(run.steps, np.where(np.isfinite(gap), gap, 0.0), threshold)
+    w = np.where(np.isfinite(w), w, float(run.steps[-1]))
+    return np.where(run.diverged, np.nan, w)

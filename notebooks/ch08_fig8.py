@@ -6,11 +6,12 @@ from typing import Callable, NamedTuple
 
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
 from nqf.model import mse
-from nqf.training import train
+from nqf.training import optimizer, train
 
 
 def teacher_data(arch, teacher_Ws, *, key, n_train: int, n_test: int):
@@ -27,6 +28,28 @@ def teacher_data(arch, teacher_Ws, *, key, n_train: int, n_test: int):
     S = jax.tree_util.tree_leaves(teacher_Ws)[0].shape[0]
     xs, ys = jax.vmap(one)(teacher_Ws, jax.random.split(key, S))
     return (xs[:, :n_train], ys[:, :n_train]), (xs[:, n_train:], ys[:, n_train:])
+
+
+def seeded_inputs(arch, seeds, *, tag: int, n_train: int, n_test: int):
+    """Per seed ``s`` (key ``fold_in(PRNGKey(s), tag)``, split into teacher, data and initialisation keys): the teacher
+    weights ``N(0, 1)``, the data of :func:`teacher_data` (targets over their std on the training set) and unit-variance
+    initial weights ``N(0, 1)`` (scale them by the initial standard deviation). Returns ``(train, test, Z)``, every
+    leaf with the seed axis leading."""
+    n = n_train + n_test
+
+    @jax.jit
+    def one(seed):
+        kT, kD, kW = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), tag), 3)
+        Wt = tuple(jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kT, len(arch.ps)), arch.ps,
+                                                                    arch.widths))
+        Z = tuple(jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
+                                                                   arch.widths))
+        xs = jax.vmap(arch.sample_input)(jax.random.split(kD, n))
+        ys = jax.vmap(lambda x: arch.apply(Wt, x))(xs)
+        return xs, ys / jnp.std(ys[:n_train]), Z
+
+    xs, ys, Z = jax.vmap(one)(jnp.asarray([int(s) for s in seeds]))
+    return (xs[:, :n_train], ys[:, :n_train]), (xs[:, n_train:], ys[:, n_train:]), Z
 
 
 class ModelLoss(eqx.Module):
@@ -47,6 +70,9 @@ class SideBySide(NamedTuple):
     steps: np.ndarray  #: (T,) recorded steps
     train_loss: tuple  #: one (S, T) array per model
     test_loss: tuple  #: one (S, T) array per model
+    step_loss: tuple = ()  #: one (S, num_steps) array per model: the training loss before every step
+    params: tuple = ()  #: the final parameters of each model (seed axis leading)
+    diverged: tuple = ()  #: one (S,) bool array per model: the loss became non-finite
 
 
 def train_side_by_side(applies, params0, optimizer, *, train_data, test_data, num_steps, record_every) -> SideBySide:
@@ -54,7 +80,10 @@ def train_side_by_side(applies, params0, optimizer, *, train_data, test_data, nu
     runs = [train(ModelLoss(apply), p0, optimizer, num_steps=num_steps, data=train_data, record=TrainTest(ModelLoss(apply)),
                   args={"train": train_data, "test": test_data}, record_every=record_every,
                   vmap=("params", "data", "args"), on_divergence="ignore") for apply, p0 in zip(applies, params0)]
-    return SideBySide(runs[0].steps, tuple(r.record[0] for r in runs), tuple(r.record[1] for r in runs))
+    return SideBySide(runs[0].steps, tuple(r.record[0] for r in runs), tuple(r.record[1] for r in runs),
+                      tuple(r.batch_loss for r in runs), tuple(r.params for r in runs),
+                      tuple(np.asarray(r.diverged) | ~(np.isfinite(r.record[0]).all(-1) & np.isfinite(r.record[1]).all(-1))
+                            for r in runs))
 
 
 def log_loss_gap(reference, other):
@@ -63,3 +92,78 @@ def log_loss_gap(reference, other):
     ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
     gap = np.mean(np.abs(np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0))), axis=-1)
     return np.where(ok.all(axis=-1), gap, np.inf)
+
+
+def log_loss_gap_steps(reference, other):
+    """Mean over every step (last axis) of |ln L_other - ln L_reference| (the training losses before each step, which
+    the trainer keeps for every step: no recording grid); nan where a loss is not finite and > 0 (a diverged run,
+    not judged)."""
+    a, b = np.asarray(reference, dtype=float), np.asarray(other, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    gap = np.mean(np.abs(np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0))), axis=-1)
+    return np.where(ok.all(axis=-1), gap, np.nan)
+
+
+def sharpness(apply, params, data, *, iters: int = 50):
+    """Largest Hessian eigenvalue (in absolute value) of the training MSE at ``params``, per run (power iteration on
+    Hessian-vector products, vmapped over the leading run axis of ``params`` and ``data``)."""
+    return np.asarray(_sharpness(apply, params, data, iters))
+
+
+@eqx.filter_jit
+def _sharpness(apply, params, data, iters):
+    def one(p, d):
+        flat, unravel = jax.flatten_util.ravel_pytree(p)
+
+        def loss(f):
+            return mse(jax.vmap(lambda x: apply(unravel(f), x))(d[0]), d[1])
+
+        def hvp(v):
+            return jax.jvp(jax.grad(loss), (flat,), (v,))[1]
+
+        v = jax.random.normal(jax.random.PRNGKey(0), flat.shape)
+        v = jax.lax.fori_loop(0, iters, lambda _, v: (w := hvp(v)) / jnp.linalg.norm(w), v / jnp.linalg.norm(v))
+        return jnp.abs(jnp.vdot(v, hvp(v)))
+
+    return jax.vmap(one)(params, data)
+
+
+class ParamsRecord(eqx.Module):
+    def __call__(self, params, args):
+        return params
+
+
+def curvature_along_gd(applies, params0, train_data, learning_rate, *, num_steps: int, check_every: int):
+    """GD at ``learning_rate`` for every model (``applies[i]`` from ``params0[i]``, seed axis leading); the largest
+    Hessian eigenvalue of each model's training loss at every ``check_every``-th step (steps 0, check_every, ...,
+    num_steps). Returns ``(lam, diverged)``: ``lam`` (models, S, checks) and per model and seed whether the loss
+    became non-finite."""
+    lams, divs = [], []
+    for apply, p0 in zip(applies, params0):
+        run = train(ModelLoss(apply), p0, optimizer("sgd", float(learning_rate)), num_steps=num_steps, data=train_data,
+                    record=ParamsRecord(), record_every=check_every, vmap=("params", "data"), on_divergence="ignore")
+        n = run.steps.size
+        lam = np.stack([sharpness(apply, jax.tree_util.tree_map(lambda a, k=k: a[:, k], run.record), train_data)
+                        for k in range(n)], axis=-1)
+        lams.append(np.where(np.isfinite(lam), lam, np.inf))
+        divs.append(np.asarray(run.diverged))
+    return np.stack(lams), np.stack(divs)
+
+
+def pilot_learning_rate(applies, params0, train_data, *, num_steps: int, check_every: int, max_rounds: int = 8):
+    r"""The GD learning-rate rule of Fig. 8, run on exploration seeds: the largest rate $\eta$ of the sequence
+    $\eta_0 = 1/\lambda_0$ ($\lambda_0$: the largest Hessian eigenvalue at step 0 over the models and seeds),
+    $\eta_{k+1} = \min(\eta_k/2, 1/\lambda_k)$, for which GD at $\eta$ stays finite and $\eta\,\lambda \le 1$ along the
+    whole pilot run ($\lambda$: the largest eigenvalue over the checked steps, the models and the seeds), i.e. half
+    the stability limit $2/\lambda$ everywhere on the run. Returns ``(eta, history)``, history a list of
+    ``(eta_k, lambda_k, any diverged)``."""
+    lam0 = max(float(np.max(sharpness(a, p, train_data))) for a, p in zip(applies, params0))
+    eta, history = 1.0 / lam0, []
+    for _ in range(max_rounds):
+        lam, div = curvature_along_gd(applies, params0, train_data, eta, num_steps=num_steps, check_every=check_every)
+        top = float(np.max(lam))
+        history.append((eta, top, bool(div.any())))
+        if not div.any() and np.isfinite(top) and eta * top <= 1.0 + 1e-12:  # (rounding: the step-0 check itself)
+            return eta, history
+        eta = min(eta / 2, 1.0 / top) if np.isfinite(top) and top > 0 else eta / 2
+    raise RuntimeError(f"pilot_learning_rate: no stable rate in {max_rounds} rounds: {history}")

@@ -1,4 +1,4 @@
-"""notebooks/ch08_fig6.py: online SGD of a module and its NQF on a teacher, seeds vmapped (Fig. 6)."""
+"""notebooks/ch08_fig6.py: online SGD of a module and its NQF on a teacher, every run vmapped (Fig. 6)."""
 
 import sys
 from pathlib import Path
@@ -12,46 +12,80 @@ from nqf.structure import nqf_output
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig6 import online_teacher_student  # noqa: E402
+from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, windows  # noqa: E402
 
 ARCH = architectures.two_layer_mlp(3)
 
 
 def test_online_run_starts_together_and_matches_a_manual_run():
-    S, d, steps = 2, 4, 12
-    W0 = 1e-3 * jax.random.normal(jax.random.PRNGKey(0), (S, ARCH.p, d))
-    Wt = jax.random.normal(jax.random.PRNGKey(1), (S, ARCH.p, 5))
-    run = online_teacher_student(ARCH, ARCH, W0, Wt, key=jax.random.PRNGKey(2), learning_rate=0.1, batch=8,
-                                 num_steps=steps, record_every=4, n_probe=16)
-    assert run.probe_loss["module"].shape == (S, steps // 4 + 1) and run.batch_loss["nqf"].shape == (S, steps)
+    seeds, d, steps, eta = (11, 12), 4, 12, 0.1
+    run = online_teacher_student(ARCH, seeds, [eta, 2 * eta], d=d, eps=1e-3, batch=8, num_steps=steps, n_probe=16)
+    assert run.probe_loss["module"].shape == run.loss_gap.shape == (2, steps + 1)  # every step recorded
     np.testing.assert_allclose(run.probe_loss["module"][:, 0], run.probe_loss["nqf"][:, 0], rtol=1e-6)
-    assert np.all(run.output_gap[:, 0] < 1e-6)
-    assert abs(run.probe_loss["module"][0, 0] - run.probe_loss["module"][1, 0]) > 1e-6  # independent teachers
-    # seed 0 by hand: its key is split(key, S)[0], split again into probe and minibatch keys; SGD on module and NQF
-    kp, kd = jax.random.split(jax.random.split(jax.random.PRNGKey(2), S)[0])
+    assert np.all(run.output_gap[:, 0] < 1e-6) and not run.diverged.any() and np.all(np.isnan(run.c_norm2))
+    # seed 12 by hand at its rate 2 eta: its draws (run_inputs) and the trainer's stream split(key, steps)
+    W0, Wt, _, px, kd = (jax.tree_util.tree_map(lambda a: a[0], x) for x in
+                         run_inputs(ARCH, 12, d=d, eps=1e-3, n_probe=16, readout=False))
     draw = lambda k, n: jax.vmap(ARCH.sample_input)(jax.random.split(k, n))  # noqa: E731
-    Wm = Wn = W0[0]
-    for t, k in enumerate(jax.random.split(kd, steps)):
+    Wm = Wn = W0
+    for k in jax.random.split(kd, steps):
         xb = draw(k, 8)
-        yb = jax.vmap(lambda x: ARCH.apply(Wt[0], x))(xb)
+        yb = jax.vmap(lambda x: ARCH.apply(Wt, x))(xb)
         lm = lambda W: jnp.mean((jax.vmap(lambda x: ARCH.apply(W, x))(xb) - yb) ** 2)  # noqa: E731
         ln = lambda W: jnp.mean((jax.vmap(lambda x: nqf_output(ARCH, W, x))(xb) - yb) ** 2)  # noqa: E731
-        np.testing.assert_allclose(run.batch_loss["module"][0, t], lm(Wm), rtol=1e-10)
-        np.testing.assert_allclose(run.batch_loss["nqf"][0, t], ln(Wn), rtol=1e-10)
-        Wm, Wn = Wm - 0.1 * jax.grad(lm)(Wm), Wn - 0.1 * jax.grad(ln)(Wn)
-    px = draw(kp, 16)
-    py = jax.vmap(lambda x: ARCH.apply(Wt[0], x))(px)
-    final = jnp.mean((jax.vmap(lambda x: ARCH.apply(Wm, x))(px) - py) ** 2)
-    np.testing.assert_allclose(run.probe_loss["module"][0, -1], final, rtol=1e-10)
+        Wm, Wn = Wm - 2 * eta * jax.grad(lm)(Wm), Wn - 2 * eta * jax.grad(ln)(Wn)
+    py = jax.vmap(lambda x: ARCH.apply(Wt, x))(px)
+    fm = jax.vmap(lambda x: ARCH.apply(Wm, x))(px)
+    fn = jax.vmap(lambda x: nqf_output(ARCH, Wn, x))(px)
+    np.testing.assert_allclose(run.probe_loss["module"][1, -1], jnp.mean((fm - py) ** 2), rtol=1e-10)
+    np.testing.assert_allclose(run.probe_loss["nqf"][1, -1], jnp.mean((fn - py) ** 2), rtol=1e-10)
+    np.testing.assert_allclose(run.output_gap[1, -1], jnp.linalg.norm(fm - fn) / jnp.linalg.norm(py), rtol=1e-8)
 
 
-def test_online_compiles_once_for_new_weights_and_rate():
-    keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    W0 = 0.01 * jax.random.normal(keys[0], (2, ARCH.p, 4))
-    Wt = jax.random.normal(keys[1], (2, ARCH.p, 2))
-    kw = dict(batch=4, num_steps=20, record_every=10, n_probe=8)
-    W2 = 2 * W0
-    online_teacher_student(ARCH, ARCH, W0, Wt, key=keys[0], learning_rate=0.05, **kw)
+def test_readout_contracts_the_identity_readout_model_and_its_nqf():
+    D, N, d_k = 4, 3, 2
+    c = np.array([0.3, -1.2, 0.7, 2.0])
+    eye, one = architectures.qk_attention(D, N, d_k, c=np.eye(D)), architectures.qk_attention(D, N, d_k, c=c)
+    W = 0.4 * jax.random.normal(jax.random.PRNGKey(0), (eye.p, 3))
+    xs = jax.vmap(eye.sample_input)(jax.random.split(jax.random.PRNGKey(1), 5))
+    args = {"c": jnp.asarray(c)}
+    want_f = jax.vmap(lambda x: one.apply(W, x))(xs)
+    want_q = jax.vmap(lambda x: nqf_output(one, W, x))(xs)
+    np.testing.assert_allclose(Pair(eye, True).predict(W, args, xs, nqf=False), want_f, rtol=1e-12)
+    np.testing.assert_allclose(Pair(eye, True).predict(W, args, xs, nqf=True), want_q, rtol=1e-10)
+    np.testing.assert_allclose(Pair(eye, True, True).predict(W, args, xs, nqf=True), want_q, rtol=1e-10)  # fast form
+
+
+def test_readout_run_depends_on_c_and_eta_through_eta_c2():
+    """A run with readout c at eta equals the run with readout c/|c| at eta |c|^2 (gaps, relative): checked through
+    the loss, which is |c|^2 times the unit-readout loss."""
+    qk = architectures.qk_attention(4, 3, 2, c=np.eye(4))
+    run = online_teacher_student(qk, (5,), [0.05], d=2, eps=1e-3, batch=4, num_steps=6, n_probe=8, readout=True,
+                                 fast=True)
+    assert run.c_norm2.shape == (1,) and run.c_norm2[0] > 0
+    W0, Wt, c, px, _ = (jax.tree_util.tree_map(lambda a: a[0], x)
+                        for x in run_inputs(qk, 5, d=2, eps=1e-3, n_probe=8, readout=True))
+    np.testing.assert_allclose(np.sum(np.asarray(c) ** 2), run.c_norm2[0], rtol=1e-12)
+    pair = Pair(qk, True, True)
+    a = {"c": c}
+    u = {"c": c / jnp.linalg.norm(c)}
+    L = lambda args: jnp.mean((pair.predict(W0, args, px, nqf=True) - pair.predict(Wt, args, px, nqf=False)) ** 2)  # noqa: E731
+    np.testing.assert_allclose(L(a), run.c_norm2[0] * L(u), rtol=1e-10)
+
+
+def test_windows_first_step_censored_and_diverged():
+    steps = np.arange(6)
+    gap = np.array([[0.0, 0.01, 0.2, 0.05, 0.3, 0.3], [0.0] * 6, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    run = OnlineRun(steps, {}, gap, gap, np.full(3, np.nan), np.array([False, False, True]))
+    w = windows(run, 0.1, metric="loss")
+    assert w[0] == 2.0  # the first step at or above the threshold (it may dip back later)
+    assert w[1] == 5.0  # never parted: the run's length, a lower bound
+    assert np.isnan(w[2])  # diverged: not judged
+
+
+def test_online_compiles_once_for_new_seeds_and_rates():
+    kw = dict(d=4, eps=1e-3, batch=4, num_steps=20, n_probe=8)
+    online_teacher_student(ARCH, (1, 2), [0.05, 0.02], **kw)
     with count_compilations() as seen:
-        online_teacher_student(ARCH, ARCH, W2, Wt, key=keys[1], learning_rate=0.02, **kw)
+        online_teacher_student(ARCH, (3, 4), [0.02, 0.01], **kw)
     assert seen == []

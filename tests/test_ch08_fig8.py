@@ -13,7 +13,8 @@ from nqf import architectures
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig8 import log_loss_gap, teacher_data, train_side_by_side  # noqa: E402
+from ch08_fig8 import (log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs, sharpness,  # noqa: E402
+                       teacher_data, train_side_by_side)
 
 
 def test_side_by_side_equals_separate_optax_runs():
@@ -62,3 +63,38 @@ def test_log_loss_gap():
     np.testing.assert_allclose(log_loss_gap([[1.0, np.e]], [[1.0, 1.0]]), [0.5])
     assert np.isinf(log_loss_gap([[1.0, 1.0]], [[1.0, np.nan]]))[0]  # a diverged run
     assert np.isinf(log_loss_gap([[1.0, 1.0]], [[1.0, 0.0]]))[0]
+
+
+def test_log_loss_gap_steps_sets_diverged_runs_aside():
+    np.testing.assert_allclose(log_loss_gap_steps([[1.0, np.e]], [[1.0, 1.0]]), [0.5])
+    assert np.isnan(log_loss_gap_steps([[1.0, 1.0]], [[1.0, np.inf]]))[0]  # a diverged run: nan, never +-inf
+    assert np.isnan(log_loss_gap_steps([[1.0, np.nan]], [[1.0, 1.0]]))[0]
+
+
+def test_seeded_inputs_per_seed_and_side_by_side_keeps_every_step():
+    arch = architectures.deep_mlp(k=3, hidden=(4, 4, 4))
+    train, test, Z = seeded_inputs(arch, (7, 8), tag=5, n_train=20, n_test=10)
+    assert train[0].shape == (2, 20, 3) and test[1].shape == (2, 10) and Z[0].shape == (2, arch.ps[0], arch.widths[0])
+    np.testing.assert_allclose(np.std(np.asarray(train[1]), axis=1), 1.0, rtol=1e-12)
+    again, _, Z2 = seeded_inputs(arch, (8,), tag=5, n_train=20, n_test=10)  # a seed's draws do not depend on the others
+    np.testing.assert_array_equal(np.asarray(again[0][0]), np.asarray(train[0][1]))
+    np.testing.assert_array_equal(np.asarray(Z2[1][0]), np.asarray(Z[1][1]))
+    Ws = tuple(0.3 * z for z in Z)
+    res = train_side_by_side((arch.apply, arch.deep_nqf), (Ws, Ws), nqf.optimizer("sgd", 0.05), train_data=train,
+                             test_data=test, num_steps=6, record_every=3)
+    assert res.step_loss[0].shape == (2, 6) and res.diverged[1].shape == (2,) and not np.any(res.diverged)
+    np.testing.assert_allclose(res.step_loss[1][:, 0], res.train_loss[1][:, 0], rtol=1e-12)  # the loss before step 0
+    np.testing.assert_allclose(res.step_loss[0][:, 3], res.train_loss[0][:, 1], rtol=1e-12)
+
+
+def test_sharpness_and_pilot_rate_on_a_linear_model():
+    """A linear model's MSE has the constant Hessian 2 X^T X / m: the pilot rule stops at 1 / lambda in one round."""
+    X = jax.random.normal(jax.random.PRNGKey(0), (2, 30, 3))
+    y = jnp.zeros((2, 30))
+    apply = lambda w, x: x @ w  # noqa: E731
+    lam = np.array([np.linalg.eigvalsh(2 * Xs.T @ Xs / 30).max() for Xs in np.asarray(X)])
+    w0 = jnp.ones((2, 3))
+    np.testing.assert_allclose(sharpness(apply, w0, (X, y), iters=200), lam, rtol=1e-6)
+    eta, history = pilot_learning_rate((apply,), (w0,), (X, y), num_steps=10, check_every=5)
+    np.testing.assert_allclose(eta, 1 / lam.max(), rtol=1e-6)
+    assert len(history) == 1 and not history[0][2]
