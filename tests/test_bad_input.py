@@ -19,6 +19,7 @@ The cases the issue found silent (a wrong answer without an error) are marked
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -495,6 +496,275 @@ def test_bad_input_gets_a_clear_error(c):
 def test_there_are_at_least_100_kinds():
     assert len(CASES) >= 100
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+# ------------------------------------------- issue 30: the new surfaces, one test per class
+# Each test checks a class of bad input the issue found (crash, obscure error, silent result) with several
+# neighbours of the value it reported: the error is a TypeError for the wrong kind and a ValueError for the
+# wrong value, and it names the argument; a diverging run warns naming its cause.
+def _raises_naming(exc, name: str, fn, *also: str):
+    with pytest.raises(exc) as info:
+        fn()
+    text = str(info.value)
+    assert _names_argument(text, name), f"does not name `{name}`: {type(info.value).__name__}: {text}"
+    for word in also:
+        assert word in text, f"does not say {word!r}: {text}"
+    return text
+
+
+def _sq(w, batch, args):
+    return jnp.sum(w**2)
+
+
+@pytest.mark.parametrize("num_steps", [2**62, 10**30, 2**31, 2**40 + 1])
+def test_30_crash_a_huge_num_steps_is_refused_before_jax_sees_it(num_steps):
+    _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1),
+                                                                     num_steps=num_steps), "2147483647")
+
+
+@pytest.mark.parametrize("vmap", [0, 1.5, [0], ("params", 3), {"params": 0}])
+def test_30_obscure_train_vmap_of_the_wrong_kind(vmap):
+    _raises_naming(TypeError, "vmap", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1), num_steps=2, vmap=vmap))
+
+
+def _loss2(params, batch):
+    return jnp.sum(params**2)
+
+
+def _loss4(params, batch, args, extra):
+    return jnp.sum(params**2)
+
+
+@pytest.mark.parametrize("loss", [_loss2, lambda p: jnp.sum(p), _loss4], ids=["two args", "one arg", "four args"])
+def test_30_obscure_train_a_loss_of_another_signature_says_which_to_write(loss):
+    _raises_naming(TypeError, "loss", lambda: training.train(loss, jnp.ones(3), optax.sgd(0.1), num_steps=2),
+                   "loss(params, batch, args)", "BatchLoss")
+    _raises_naming(TypeError, "record", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1), num_steps=2,
+                                                               record=lambda p: p), "Record")
+
+
+@pytest.mark.parametrize("leaf", ["x", b"x", object(), True, "1.0"])
+def test_30_obscure_train_a_params_leaf_that_is_not_an_array(leaf):
+    text = _raises_naming(TypeError, "params0", lambda: training.train(_sq, {"a": jnp.ones(3), "b": leaf},
+                                                                       optax.sgd(0.1), num_steps=2))
+    assert "'b'" in text  # the leaf's path
+
+
+def _vector(params, batch):
+    return params**2
+
+
+def _matrix(params, batch):
+    return jnp.outer(params, params)
+
+
+@pytest.mark.parametrize("fn", [_vector, _matrix])
+def test_30_obscure_train_a_batch_loss_of_a_vector_names_the_users_function(fn):
+    _raises_naming(TypeError, "loss", lambda: training.train(training.BatchLoss(fn), jnp.ones(3), optax.sgd(0.1),
+                                                             num_steps=2), fn.__name__)
+
+
+@pytest.mark.parametrize("name", ["apply_updates", "lbfgs", "polyak_sgd", "chain", "_private", "sgdd", optax.lbfgs,
+                                  optax.apply_updates])
+def test_30_obscure_optimizer_names_the_accepted_optimisers(name):
+    _raises_naming(ValueError, "name", lambda: training.optimizer(name, 0.1), "'sgd'", "'adam'")
+
+
+@pytest.mark.parametrize("factory, hyper, value", [
+    ("sgd", "momentum", 1.0), ("sgd", "momentum", 1.5), ("sgd", "momentum", -0.1), ("sgd", "momentum", float("nan")),
+    ("adam", "b1", 2.0), ("adam", "b1", 1.0), ("adam", "b2", 1.0), ("adam", "b2", -1e-3), ("adamw", "b1", 1.0),
+    ("rmsprop", "decay", 1.0), ("adam", "eps", -1.0), ("adamw", "weight_decay", -0.1),
+    ("sgd", "learning_rate", 0.0), ("sgd", "learning_rate", -1.0), ("adam", "learning_rate", float("inf")),
+])
+def test_30_obscure_optimizer_hyperparameters_out_of_range(factory, hyper, value):
+    kw = {"learning_rate": 0.1, hyper: value}
+    _raises_naming(ValueError, hyper, lambda: training.optimizer(factory, **kw))
+
+
+@pytest.mark.parametrize("value", ["no", "yes", 1, 0, None, 0.5])
+def test_30_silent_optimizer_a_boolean_option_must_be_a_bool(value):
+    _raises_naming(TypeError, "nesterov", lambda: training.optimizer("sgd", 0.1, momentum=0.9, nesterov=value))
+    assert training.optimizer("sgd", 0.1, momentum=0.9, nesterov=False) is not None
+
+
+def test_30_silent_optimizer_in_range_is_still_accepted():
+    for name, kw in [("sgd", {"momentum": 0.0}), ("sgd", {"momentum": 0.99}), ("adam", {"b1": 0.0, "b2": 0.999}),
+                     ("rmsprop", {"decay": 0.9}), ("adamw", {"weight_decay": 0.0})]:
+        assert isinstance(training.optimizer(name, 0.1, **kw), training.Optimizer)
+
+
+@pytest.mark.parametrize("opt", [optax.sgd(-1.0), optax.sgd(-1e-3), optax.sgd(0.1, momentum=1.5),
+                                 optax.adam(0.3, b1=2.0)], ids=["sgd(-1)", "sgd(-1e-3)", "momentum 1.5", "adam b1=2"])
+def test_30_silent_train_a_run_that_climbs_warns_naming_the_cause(opt):
+    with pytest.warns(RuntimeWarning, match="diverged") as rec:
+        res = training.train(_sq, jnp.ones(3), opt, num_steps=100)
+    assert bool(res.climbed) and not bool(res.diverged)
+    assert any("negative learning rate" in str(w.message) or "momentum" in str(w.message) for w in rec)
+    with pytest.raises(RuntimeError, match="diverged"):
+        training.train(_sq, jnp.ones(3), opt, num_steps=100, on_divergence="raise")
+
+
+def test_30_silent_train_a_run_that_descends_does_not_warn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for opt in [optax.sgd(0.1), optax.sgd(0.1, momentum=0.9), optax.adam(0.1), training.optimizer("sgd", 0.4)]:
+            res = training.train(_sq, jnp.ones(3), opt, num_steps=100)
+            assert not bool(res.climbed) and not bool(res.diverged)
+
+
+@pytest.mark.parametrize("data", [{"x": jnp.ones((5, 2)), "y": jnp.ones(3)}, (jnp.ones((4, 2)), jnp.ones(6)),
+                                  {"x": jnp.ones((5, 2)), "s": jnp.float64(1.0)}], ids=["5 and 3", "4 and 6", "scalar"])
+def test_30_silent_train_batches_into_data_leaves_of_different_lengths(data):
+    def loss(p, b, a):
+        return jnp.sum(p) * sum(jnp.sum(leaf) for leaf in jax.tree_util.tree_leaves(b))
+
+    _raises_naming(ValueError, "data", lambda: training.train(loss, jnp.ones(2), optax.sgd(0.1), num_steps=2,
+                                                              data=data, batches=jnp.array([[3], [3]])))
+
+
+@pytest.mark.parametrize("rtol", [1.0, 2.0, 1e3])
+def test_30_obscure_gradient_flow_an_rtol_of_one_or_more_is_refused_at_once(rtol):
+    import time
+
+    t0 = time.perf_counter()
+    _raises_naming(ValueError, "rtol", lambda: flow.gradient_flow(0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5),
+                                                                  rtol=rtol))
+    _raises_naming(ValueError, "rtol", lambda: flow.solve_ode(_decay, np.ones(2), np.linspace(0, 1, 5), rtol=rtol))
+    assert time.perf_counter() - t0 < 5.0
+
+
+def _decay(t, y, args):
+    return -y
+
+
+@pytest.mark.parametrize("which, bad", [
+    ("ts", np.linspace(0, 1, 5) + 0j), ("ts", np.linspace(0, 1, 5) + 1e-3j), ("ts", np.array([True, False])),
+    ("ts", ["0", "1"]), ("M0", 0.01 * np.eye(P_) + 0j), ("M0", np.eye(P_, dtype=int)),
+    ("M0", np.eye(P_, dtype=bool)), ("M0", jnp.eye(P_, dtype=jnp.int32)),
+    ("M0", np.stack([np.eye(P_, dtype=int)] * 2)),
+], ids=["complex ts", "complex ts, imaginary part", "bool ts", "string ts", "complex M0", "int M0", "bool M0",
+        "int32 M0", "int batch M0"])
+def test_30_silent_gradient_flow_complex_and_integer_inputs_are_refused(which, bad):
+    import warnings
+
+    args = {"M0": 0.01 * np.eye(P_), "ts": np.linspace(0, 1, 5), which: bad}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ComplexWarning is not the answer
+        _raises_naming(BAD_INPUT + (TypeError,), which, lambda: flow.gradient_flow(args["M0"], DATA, args["ts"]))
+
+
+def test_30_obscure_gradient_flow_the_old_positional_order_is_named():
+    """gradient_flow(As, ys, M0, ts) of nqf 0.1: the error says the new spelling. (Under the test-time type
+    checker its wrapper names `data`, an NQFData, first; the package's own check is the one users meet.)"""
+    import inspect
+
+    old = (DATA.As, DATA.ys, 0.01 * np.eye(P_), np.linspace(0, 1, 5))
+    text = _raises_naming(TypeError, "M0", lambda: inspect.unwrap(flow.gradient_flow)(*old), "NQFData(As, ys)")
+    assert "positional" in text
+    with pytest.raises(TypeError, match="NQFData"):
+        flow.gradient_flow(*old)
+
+
+@pytest.mark.parametrize("times, gap, name", [
+    (np.zeros(0), np.zeros(0), "times"), (np.zeros(0), np.zeros((3, 0)), "times"),
+    (np.arange(2), np.array(["a", "b"]), "gap"), (np.array(["a", "b"]), np.array([0.0, 1.0]), "times"),
+    (np.arange(2), np.array([0j, 1.0]), "gap"), (np.arange(2), np.array([object(), 1.0]), "gap"),
+], ids=["nothing recorded", "no records for 3 runs", "string gap", "string times", "complex gap", "object gap"])
+def test_30_obscure_first_exceedance_empty_or_non_numeric_records(times, gap, name):
+    _raises_naming(BAD_INPUT + (TypeError,), name, lambda: training.first_exceedance(times, gap, 0.1))
+
+
+@pytest.mark.parametrize("times, threshold, name", [
+    ([0, 1, 2], -0.1, "threshold"), ([0, 1, 2], 0.0, "threshold"), ([0, 1, 2], -np.inf, "threshold"),
+    ([2, 1, 0], 0.1, "times"), ([0, 2, 1], 0.1, "times"), ([0, 0, 1], 0.1, "times"), ([0, np.nan, 2], 0.1, "times"),
+    ([0, 1, np.inf], 0.1, "times"),
+])
+def test_30_silent_first_exceedance_a_threshold_or_steps_that_cannot_be_right(times, threshold, name):
+    gap = np.array([0.0, 0.05, 0.5])
+    _raises_naming(ValueError, name, lambda: training.first_exceedance(np.array(times, dtype=float), gap, threshold))
+    assert float(training.first_exceedance(np.arange(3), gap, 0.1)) == 2.0  # the good call answers
+
+
+@pytest.mark.parametrize("value", [["a"], [0.1, "a"], "0.1", {"a": 1.0}, [[0.1]], [None]])
+def test_30_silent_by_fidelity_a_value_of_another_kind_than_the_defaults(value):
+    from nqf.pipeline import by_fidelity
+
+    _raises_naming(TypeError, "etas", lambda: by_fidelity("etas", value, "quick", quick=[0.0, 1e-3], full=[0.0, 1e-4]))
+    assert by_fidelity("etas", [0.0, 1], "quick", quick=[0.0, 1e-3], full=[0.0]) == [0.0, 1]
+
+
+@pytest.mark.parametrize("out_dir, exc", [(None, TypeError), (3, TypeError), (b"out", TypeError), ("", ValueError),
+                                          ("FILE", ValueError), ("FILE/sub", ValueError)])
+def test_30_obscure_start_chapter_out_dir_none_or_a_file(tmp_path, out_dir, exc):
+    from nqf.pipeline import start_chapter
+
+    (tmp_path / "afile").write_text("not a folder")
+    if isinstance(out_dir, str) and out_dir.startswith("FILE"):
+        out_dir = str(tmp_path / "afile") + out_dir[4:]
+    _raises_naming(exc, "out_dir", lambda: start_chapter("ch01", "quick", out_dir))
+
+
+def _chapter_parameters(stem: str):
+    import nqfbook
+
+    return nqfbook.parameter_info(next((Path(__file__).resolve().parents[1] / "notebooks").glob(f"{stem}_*.ipynb")))
+
+
+@pytest.mark.parametrize("stem, name, value, exc", [
+    ("ch01", "rays", -1, ValueError), ("ch01", "rays", 0, ValueError), ("ch01", "n_scales", -8, ValueError),
+    ("ch09", "width", -3, ValueError), ("ch09", "width", 0, ValueError), ("ch09", "eta", -0.05, ValueError),
+    ("ch09", "eta", 0, ValueError), ("ch09", "init_scale", -1e-3, ValueError),
+    ("ch09", "num_steps", "abc", TypeError), ("ch09", "num_steps", -5, ValueError),
+    ("ch09", "m_samples", 2.5, TypeError), ("ch09", "teacher_s", [], ValueError),
+    ("ch09", "teacher_s", [1.0, -0.5], ValueError), ("ch04", "etas", ["a"], TypeError),
+    ("ch04", "etas", [-1e-3], ValueError), ("ch04", "etas", [], ValueError), ("ch05", "eps_min", -1e-38, ValueError),
+    ("ch05", "n_tau", 0, ValueError), ("ch03", "width_thm2", -1, ValueError), ("ch02", "steps", -10, ValueError),
+])
+def test_30_runner_parameters_are_checked_for_their_range_by_the_runner_and_the_kernel(stem, name, value, exc):
+    """The declaration of the real chapter's parameters cell: the runner's ``-p`` check and the kernel's check of
+    papermill's injected cell refuse the value, naming the parameter; the declared defaults pass both."""
+    import nqfbook
+    from nqf.pipeline._chapter import check_injected_parameters
+
+    info = _chapter_parameters(stem)
+    default, _, hint = info[name]
+    with pytest.raises(nqfbook.RunnerError, match=rf"-p {name} must be"):
+        nqfbook.check_parameter_type(stem, name, default, value, hint=hint)
+    cell = "".join(f"{n}: {h!r} = {d!r}\n" if h else f"{n} = {d!r}\n" for n, (d, _, h) in info.items())
+    _raises_naming(exc, name, lambda: check_injected_parameters([cell, f"# Parameters\n{name} = {value!r}\n"]))
+    check_injected_parameters([cell, f"# Parameters\n{name} = {default!r}\n"])  # the default is in range
+
+
+@pytest.mark.parametrize("texts", [["rays=1", "rays=2"], ["rays=1", "rays=1"], ["seed=0", "rays=1", "seed=1"]])
+def test_30_runner_a_duplicated_parameter_is_refused(texts):
+    import nqfbook.chapters
+
+    with pytest.raises(nqfbook.RunnerError, match="given twice"):
+        nqfbook.chapters.parse_parameters(texts)
+    assert nqfbook.chapters.parse_parameters(sorted(set(t.split("=")[0] + "=1" for t in texts))) != {}
+
+
+@pytest.mark.parametrize("value, says", [
+    ("nosuch.mod:f", "no module 'nosuch'"), ("nosuch:f", "no module 'nosuch'"), ("ch09_models.sub:f", "ch09_models.sub"),
+    ("ch09_models:nosuch", "defines no `nosuch`"), ("ch09_models", "not of the form"),
+    ("ch09_models:", "not of the form"), (":make_model", "not of the form"), ("ch09 models:make", "not of the form"),
+])
+def test_30_runner_a_bad_model_path_names_model_the_module_and_pythonpath(value, says):
+    import nqfbook
+    import nqfbook.chapters
+
+    nb = next((Path(__file__).resolve().parents[1] / "notebooks").glob("ch09_*.ipynb"))
+    default, _, hint = nqfbook.parameter_info(nb)["model"]
+    with pytest.raises(nqfbook.RunnerError) as info:
+        nqfbook.check_parameter_type("ch09", "model", default, value, hint=hint,
+                                     path=nqfbook.chapters.kernel_path(nb.parents[1], nb))
+    text = str(info.value)
+    assert "-p model" in text and says in text and "PYTHONPATH" in text, text
+    found = nqfbook.check_parameter_type("ch09", "model", default, default, hint=hint,
+                                         path=nqfbook.chapters.kernel_path(nb.parents[1], nb))
+    assert found == nb.parent / "ch09_models.py"
 
 
 # ----------------------------------------------------- no cache for other inputs

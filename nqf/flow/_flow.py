@@ -218,7 +218,7 @@ def _real_kind(name: str, x, *, integers: bool) -> None:
     if isinstance(x, (str, bytes)) or x is None:
         raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} {x!r:.40}")
     try:
-        dtype = np.result_type(x) if isinstance(x, (jax.Array, np.ndarray, np.generic)) else np.asarray(x).dtype
+        dtype = np.dtype(x.dtype) if isinstance(x, (jax.Array, np.ndarray, np.generic)) else np.asarray(x).dtype
     except (TypeError, ValueError) as err:
         raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} ({err})") from None
     ok = "fiu" if integers else "f"

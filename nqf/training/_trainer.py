@@ -454,7 +454,9 @@ def train(
     num_steps = check_int("num_steps", num_steps, maximum=MAX_STEPS)
     every = check_record_every(record_every, num_steps)
     check_option("on_divergence", on_divergence, ("warn", "raise", "ignore"))
-    if isinstance(vmap, str):
+    if vmap is None:
+        vmap = ()
+    elif isinstance(vmap, str):
         vmap = (vmap,)
     elif isinstance(vmap, (tuple, list)) and all(isinstance(v, str) for v in vmap):
         vmap = tuple(vmap)
