@@ -780,3 +780,64 @@ def test_parameter_help_states_the_defaults_the_chapter_uses(path):
         except (ValueError, SyntaxError):
             continue  # a description ("4 values"), not a literal
         assert stated == (quick, full), f"{path.name}: `{name}` help says {stated}, the chapter uses {(quick, full)}"
+
+
+# ------------------------------------------- issue 30 / issue 29 item 4: -p values checked, a model's source keyed
+_MODEL_PARAMS = ('fidelity = "full"\nout_dir = "../_build/output/full"\nseed = 0\n'
+                 'model: "import path" = "ch01_helper:make"  # the factory to call\n'
+                 'width: "positive int" = 3  # neurons\n')
+
+
+def _run_env(repo: Path, *args: str, pythonpath: Path) -> subprocess.CompletedProcess:
+    env = os.environ.copy()
+    env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([sys.executable, "-m", "nqfbook", "--root", str(repo), *args],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-p", "model=nosuch.mod:f"], ["-p model", "no module 'nosuch'", "PYTHONPATH"]),
+    (["-p", "model=usermod:nosuch"], ["-p model", "usermod", "defines no `nosuch`"]),
+    (["-p", "model=usermod"], ["-p model", "not of the form", "PYTHONPATH"]),
+    (["-p", "width=-3"], ["-p width must be an int >= 1; got -3"]),
+    (["-p", "width=1", "-p", "width=2"], ["-p width is given twice"]),
+])
+def test_bad_parameters_fail_before_any_cell_runs(tmp_repo, args, says):
+    mods = tmp_repo / "usermods"
+    mods.mkdir()
+    (mods / "usermod.py").write_text("def make():\n    return 1\n")
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["raise SystemExit('executed')"], params=_MODEL_PARAMS)
+    p = _run_env(tmp_repo, "--fidelity", "quick", *args, pythonpath=mods)
+    assert p.returncode == 2 and "executed" not in out(p) and "[1/1]" not in p.stdout, out(p)
+    for word in says:
+        assert word in p.stderr, out(p)
+
+
+def test_cache_key_includes_the_source_of_a_model_module(tmp_path):
+    nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"], params=_MODEL_PARAMS)
+    mod = tmp_path / "usermod.py"
+    mod.write_text("def make():\n    return 1\n")
+    base = nqfbook.cache_key(nb, "tree", "quick", {"model": "usermod:make"})
+    assert base == nqfbook.cache_key(nb, "tree", "quick", {"model": "usermod:make"}, sources={})  # no source: as before
+    with_src = nqfbook.cache_key(nb, "tree", "quick", {"model": "usermod:make"}, sources={"model": mod})
+    assert with_src != base
+    mod.write_text("def make():\n    return 2\n")
+    assert nqfbook.cache_key(nb, "tree", "quick", {"model": "usermod:make"}, sources={"model": mod}) != with_src
+
+
+def test_an_edited_model_module_re_executes_the_chapter(tmp_repo):
+    """Issue 29: after the ``-p model`` module was edited the runner answered "up to date (cached)"."""
+    mods = tmp_repo / "usermods"
+    mods.mkdir()
+    (mods / "usermod.py").write_text("def make():\n    return 1\n")
+    body = ["import importlib\npath, _, name = model.partition(':')\nvalue = getattr(importlib.import_module(path), name)()",
+            *PASSING]
+    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", body, params=_MODEL_PARAMS)
+    args = ("--fidelity", "quick", "--only", "ch01", "-p", "model=usermod:make")
+    p = _run_env(tmp_repo, *args, pythonpath=mods)
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+    p = _run_env(tmp_repo, *args, pythonpath=mods)
+    assert p.returncode == 0 and "up to date" in p.stdout, out(p)
+    (mods / "usermod.py").write_text("def make():\n    return 2  # edited\n")
+    p = _run_env(tmp_repo, *args, pythonpath=mods)
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout and "up to date" not in p.stdout, out(p)
