@@ -98,8 +98,14 @@ class ClaimsTable:
                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
         changes = self.changes()
         if changes:
-            items = "".join(f"<li>{esc(d)}, {esc(c)}: <em>{name_html(r)}</em>: {esc(w)} ({esc(y)})</li>"
-                            for r, d, c, w, y in changes)
+            # one item per change; a change made to several rules at once names them all
+            grouped: dict[tuple, list[str]] = {}
+            for r, d, c, w, y in changes:
+                grouped.setdefault((d, c, w, y), []).append(r)
+            items = "".join(f"<li>{esc(d)}, {esc(c)}: {esc(w)} ({esc(y)}); "
+                            f"{'rule' if len(rs) == 1 else f'{len(rs)} rules'}: "
+                            f"{'; '.join(f'<em>{name_html(r)}</em>' for r in rs)}</li>"
+                            for (d, c, w, y), rs in grouped.items())
             out += f'<p class="nqf-rule-changes-title">Rules changed after a run</p><ul class="nqf-rule-changes">{items}</ul>'
         return out
 
