@@ -105,7 +105,7 @@ def check_injected_parameters(history: list[str]) -> None:
     another type than declared, or out of the declared range (papermill itself only warns and runs on): the rule
     the runner applies to ``-p`` too (:func:`~nqf.pipeline.parameter_type`; ``rays: int = None`` accepts None
     and ints, ``rays: "positive int" = None`` None and ints >= 1); an import path's module must be found on
-    the kernel's path and define the attribute (:meth:`~nqf.pipeline.ParameterType.locate`).
+    the kernel's path and define the attribute (``ParameterType.locate``).
 
     ``history`` holds the executed cell sources; papermill's injected cell starts with ``# Parameters``
     and follows the chapter's own parameters cell. Without an injected cell (JupyterLab, a plain

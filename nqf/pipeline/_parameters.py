@@ -29,7 +29,7 @@ small vocabulary (quoted, so that the kernel does not evaluate it; papermill rea
 
 The runner refuses a ``-p`` value out of its range before it executes anything, and so does
 :func:`~nqf.pipeline.start_chapter` for what papermill injected; for an import path both also look for the
-module on the kernel's path (:meth:`ParameterType.locate`) and for the attribute in its source. Ranges are
+module on the kernel's path (``ParameterType.locate``) and for the attribute in its source. Ranges are
 optional: a declaration without one (``steps: int = None``, ``steps = 100``) is checked for its type only,
 as above; the rule never guesses a range from a default.
 """

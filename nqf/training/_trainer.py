@@ -28,8 +28,8 @@ The loss convention of the package is :func:`nqf.model.mse` (Eq. 26): the mean o
 squared error summed over outputs. Step $k$ of a run at learning rate $\eta$ is flow time
 $t = \eta k$ of the gradient flow of that loss.
 
-A run whose loss becomes non-finite, or climbs (the loss of the last tenth of the steps :data:`GROWTH`
-times that of the first tenth, or a first update that points uphill: a negative learning rate, a
+A run whose loss becomes non-finite, or climbs (the loss of the last tenth of the steps ten times
+(``GROWTH``) that of the first tenth, or a first update that points uphill: a negative learning rate, a
 momentum >= 1), is reported, never silent: :class:`Training` carries ``diverged``, ``first_nonfinite``
 and ``climbed``, and :func:`train` warns (or raises, ``on_divergence="raise"``) naming the
 optimiser's hyperparameters.
@@ -103,7 +103,7 @@ class Optimizer(eqx.Module):
 
 
 def _factory(name: str | Callable) -> Callable:
-    """The optax factory ``name`` stands for: one of :data:`OPTIMIZERS`, or a factory given as a callable (an
+    """The optax factory ``name`` stands for: one of ``OPTIMIZERS``, or a factory given as a callable (an
     optax factory outside that list is refused like its name)."""
     listed = ", ".join(repr(n) for n in OPTIMIZERS)
     if isinstance(name, str) or (callable(name) and getattr(name, "__module__", "").startswith("optax")):
@@ -142,9 +142,10 @@ def optimizer(name: str | Callable, /, learning_rate: float, **hyperparams) -> O
     r"""An optax optimiser whose learning rate (and other numeric hyperparameters) are traced.
 
     ``optimizer("sgd", 0.1)`` is ``optax.sgd(0.1)``, ``optimizer("sgd", 0.1, momentum=0.9)`` heavy-ball
-    momentum, ``optimizer("adam", 1e-3)`` Adam; any optax factory of :data:`OPTIMIZERS` (``optax.adamw``), or
-    a factory of one's own, may be given instead of its name. Numbers become traced arrays; booleans,
-    strings and ``None`` stay static options.
+    momentum, ``optimizer("adam", 1e-3)`` Adam; any optax optimiser whose update needs only the gradients
+    (``sgd``, ``adam``, ``adamw``, ``rmsprop``, ``lion``, ...; not ``lbfgs``), or a factory of one's own, may be
+    given instead of its name (``optax.adamw``). Numbers become traced arrays; booleans, strings and ``None``
+    stay static options.
 
     Checked before anything is built: ``learning_rate`` a finite number > 0; ``momentum``, ``b1``, ``b2``,
     ``b3``, ``decay`` in [0, 1); ``eps``, ``eps_root``, ``weight_decay`` >= 0; a bool option (``nesterov``)
@@ -307,7 +308,7 @@ class Training(NamedTuple):
     batch_loss: np.ndarray  #: ``(*S, num_steps)`` loss on each step's batch, before the step
     diverged: np.ndarray  #: ``(*S,)`` bool: the loss became non-finite
     first_nonfinite: np.ndarray  #: ``(*S,)`` first step with a non-finite loss (-1: none)
-    climbed: np.ndarray | None = None  #: ``(*S,)`` bool: the loss rose (:data:`GROWTH` rule) or the first update went uphill
+    climbed: np.ndarray | None = None  #: ``(*S,)`` bool: the loss rose 10x over the run, or the first update went uphill
 
 
 def _traced_floats(tree):
@@ -384,7 +385,7 @@ def _check_rows(data, batches, vmapped: bool) -> None:
 
 def _climbed(values: np.ndarray, slopes: np.ndarray) -> np.ndarray:
     """Per run: the first update went uphill, or the median loss of the last tenth of the steps is
-    :data:`GROWTH` times that of the first tenth (non-finite runs are flagged as diverged instead)."""
+    ``GROWTH`` times that of the first tenth (non-finite runs are flagged as diverged instead)."""
     n = values.shape[-1]
     k = max(1, n // 10)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -425,7 +426,7 @@ def train(
         params0: initial parameters, any pytree of float arrays.
         optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
             ``GradientTransformation``.
-        num_steps: number of optimiser steps, an int in [1, :data:`MAX_STEPS`].
+        num_steps: number of optimiser steps, an int in [1, 2**31 - 1].
         data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
         batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step (or
             ``(num_steps,)``: one row of ``data`` per step, without a batch axis).
