@@ -12,15 +12,17 @@ linearly interpolated. For a logistic switch-on this is exactly its midpoint $t_
 time, up to the $O(1)$ offset of the logistic), whatever its rate. Concretely:
 
 * per mode (``mode_plateau_ends``): mode $k$ ($k$-th largest eigenvalue of $M$) switches on when
-  $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the NQF
-  **flow** assigns it at the end of its horizon. A mode counts as learned when that level is at least
-  ``GROWTH`` = 10 times the largest initial eigenvalue and has settled (it changed by less than
-  ``SETTLED`` = 10 % over the last fifth of the horizon's time);
+  $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the **prediction**
+  assigns it at its end (in :func:`nqf.diagnose`: the NQF trained by the user's optimiser, ``horizon`` times the
+  run). A mode counts as learned when that level is at least ``GROWTH`` = 10 times the largest initial
+  eigenvalue and has settled (it changed by less than ``SETTLED`` = 10 % over the last fifth of the record);
 * on a loss curve with known plateau levels $L_0 > L_1 > \dots$ (``loss_plateau_ends``): plateau
   $k$ ends when the loss first falls below $(L_{k-1} + L_k)/2$.
 
 The same levels (theory) serve the prediction and the measurement, so a measured end is never read with
-a threshold taken from the measured run.
+a threshold taken from the measured run. The tolerance of a measured end and the range of validity come from the
+prediction too: the quadratic-regime error $e(s)$ of the model at the predicted weights (:func:`validity_end`,
+:func:`read_plateaus`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..training import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
-SETTLED = 0.1  #: ... and changed by less than this (relative) over the last fifth of the flow's time
+SETTLED = 0.1  #: ... and changed by less than this (relative) over the last fifth of the record
 
 
 def halfway_crossing(times: Float[ArrayLike, " T"], values: Float[ArrayLike, "T *K"],
