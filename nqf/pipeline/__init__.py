@@ -29,11 +29,8 @@ from ._powerlaw import switch_on_window as switch_on_window
 from ._powerlaw import Sensitivity as Sensitivity
 from ._powerlaw import window_sensitivity as window_sensitivity
 from ._powerlaw import sharp_switch_tolerance as sharp_switch_tolerance
-from ._criteria import interval_tolerance as interval_tolerance
-from ._criteria import seed_spread as seed_spread
 from ._criteria import mean_interval as mean_interval
 from ._criteria import about_band as about_band
-from ._criteria import record_verdict as record_verdict
 from ._tables import Table as Table
 from ._tables import table as table
 from ._verdicts import Rule as Rule
@@ -58,7 +55,6 @@ __all__ = [
     "glue",
     "intercept_fit",
     "judge",
-    "interval_tolerance",
     "legend_below",
     "loglog_slope",
     "mean_interval",
@@ -69,11 +65,9 @@ __all__ = [
     "ParameterType",
     "power_law_fit",
     "PowerLawFit",
-    "record_verdict",
     "Rule",
     "RuleChange",
     "savefig",
-    "seed_spread",
     "Sensitivity",
     "sharp_switch_tolerance",
     "stacked",
@@ -94,6 +88,5 @@ from ._claims import Claim as Claim
 from ._style import use_style as use_style
 from ._style import RC_PARAMS as RC_PARAMS
 from ._style import COLUMN_WIDTH_IN as COLUMN_WIDTH_IN
-from ._criteria import shift_gap as shift_gap
 from ._chapter import interactive_settings as interactive_settings
 from ._verdicts import verdict_contradictions as verdict_contradictions
