@@ -88,6 +88,26 @@ def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
                        on_divergence="raise")
 
 
+
+def test_a_climbing_run_is_flagged_in_each_lane_and_a_new_momentum_compiles_nothing():
+    """``Training.climbed`` marks the lanes whose loss rose (issue 30: ``optax.sgd(-1.0)`` climbed without a
+    word), one flag per lane of a vmapped run, and a descending run is not flagged. A momentum, traced like
+    the learning rate, compiles nothing new, and one of 1 or more is refused before anything runs."""
+    X, y = _problem(3)
+    good = training.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 0.05, momentum=0.5), num_steps=40,
+                          data=(X, y))
+    assert not bool(good.climbed) and good.batch_loss[-1] < good.batch_loss[0]
+    scales = jnp.stack([jnp.ones(3), 1e3 * jnp.ones(3)])
+    with count_compilations() as seen:
+        again = training.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 0.05, momentum=0.9), num_steps=40,
+                               data=(X, y))
+    assert seen == [] and not bool(again.climbed)
+    with pytest.warns(RuntimeWarning, match="rose from"):
+        res = training.train(Quadratic(), scales, optax.sgd(-0.05), num_steps=40, data=(X, y), vmap=("params",))
+    assert res.climbed.shape == (2,) and res.climbed.all() and not res.diverged.any()
+    with pytest.raises(ValueError, match="`momentum` must be in \\[0, 1\\)"):
+        nqf.optimizer("sgd", 0.05, momentum=1.0)
+
 @pytest.mark.parametrize("bad, exc, word", [
     (jnp.array([1, 2, 3]), TypeError, "floating"),
     (jnp.array([1.0, jnp.nan, 0.0]), ValueError, "finite"),
