@@ -214,3 +214,20 @@ def test_a_model_too_large_for_the_A_stack_is_diagnosed_without_it(monkeypatch):
     assert "the A(x) stack not formed" in str(rep)
     pl = rep.plateaus
     assert pl.valid.any() and np.all(np.abs(pl.module / pl.predicted - 1)[pl.valid] <= pl.tolerance[pl.valid])
+
+
+def test_a_users_own_loss_trains_both_runs_and_has_no_flow_reference():
+    xs, ys = _teacher()
+
+    def half_mse(outputs, targets):  # half the package's loss: every plateau twice as late
+        return 0.5 * nqf.model.mse(outputs, targets)
+
+    rep = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 800, loss=half_mse)
+    ref = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 800)
+    assert "the user's loss half_mse(outputs, targets)" in str(rep)
+    assert rep.run.eta is None and not rep.run.flow_ts.size and rep.run.optimizer.kind == "sgd"
+    np.testing.assert_allclose(rep.plateaus.predicted[0] / ref.plateaus.predicted[0], 2.0, rtol=0.1)
+    pl = rep.plateaus
+    assert pl.valid.any() and np.all(np.abs(pl.module / pl.predicted - 1)[pl.valid] <= pl.tolerance[pl.valid])
+    with pytest.raises(ValueError, match="`loss` must be one of"):
+        nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 10, loss="l2")
