@@ -109,6 +109,20 @@ def test_failed_solve_raises():
         nqf.gradient_flow(_M0(3), _data(20, 3), TS, max_steps=3)
 
 
+def _blow_up(t, y, args):
+    return y**2  # y(t) = 1 / (1 - t) from y(0) = 1: infinite at t = 1
+
+
+def test_a_failed_solve_says_which_way_out_fits():
+    """Out of steps: the budget is named with the two causes (a blow-up, which no budget or looser `rtol`
+    cures, or a long span); issue 30 found the old advice "loosen rtol/atol" after rtol=2.0 ran 10^6 steps."""
+    with pytest.raises(RuntimeError, match=r"`max_steps` = 3: either the solution blows up") as info:
+        nqf.gradient_flow(_M0(3), _data(20, 3), TS, max_steps=3)
+    assert "looser `rtol` does not help" in str(info.value)
+    with pytest.raises(RuntimeError, match="blows up"):
+        flow.solve_ode(_blow_up, np.ones(1), np.linspace(0.0, 2.0, 5), max_steps=2000)
+
+
 def test_bad_flow_input_is_named():
     data = _data(6, 3)
     with pytest.raises(TypeError, match="NQFData"):

@@ -200,14 +200,26 @@ def _solution(sol: diffrax.Solution, ts) -> ODESolution:
                        succeeded(sol))
 
 
-def raise_if_failed(sol: ODESolution, what: str) -> ODESolution:
-    """Raise a RuntimeError naming ``what`` unless every solve in ``sol`` succeeded; return ``sol``."""
+def raise_if_failed(sol: ODESolution, what: str, *, max_steps: int | None = None) -> ODESolution:
+    """Raise a RuntimeError naming ``what`` unless every solve in ``sol`` succeeded; return ``sol``. With
+    ``max_steps`` the message says which way out fits: a solve that used its whole step budget needs more steps
+    (or log time); one that stopped before it had its step size collapse, as on a flow that blows up."""
     ok = np.asarray(sol.successful)
     if not ok.all():
         steps = np.asarray(sol.num_steps)[~ok] if np.ndim(ok) else np.asarray(sol.num_steps)
-        raise failed(what, f"the ODE solver failed in {int(np.size(ok) - ok.sum())} of {np.size(ok)} solve(s) "
-                     f"(steps taken: {np.ravel(steps)[:5].tolist()}); raise `max_steps`, loosen `rtol`/`atol`, "
-                     "or check the data for blow-up.")
+        head = (f"the ODE solver failed in {int(np.size(ok) - ok.sum())} of {np.size(ok)} solve(s) "
+                f"(steps taken: {np.ravel(steps)[:5].tolist()})")
+        if max_steps is None:
+            advice = "raise `max_steps`, loosen `rtol`/`atol`, or check the data for blow-up."
+        elif np.all(np.ravel(steps) >= max_steps):
+            advice = (f"it used its whole budget, `max_steps` = {max_steps}: either the solution blows up before the "
+                      "last save time (no budget suffices: check `M0` and the data, or end `ts` earlier), or the span "
+                      "needs more steps (raise `max_steps`, or solve in log time, time='log', when the save times span "
+                      "decades); a looser `rtol` does not help a blow-up.")
+        else:
+            advice = ("it stopped before its step budget, its step size collapsed: the solution blows up (or stiffens) "
+                      "before the last save time; check `M0` and the data, or end `ts` earlier.")
+        raise failed(what, f"{head}; {advice}")
     return sol
 
 
@@ -302,7 +314,7 @@ def solve_ode(
     sol = _solve_jit(vector_field, jax.tree.map(jnp.asarray, y0), jnp.asarray(ts_np), args,
                      jnp.asarray(float(rtol)), jnp.asarray(float(atol)), solver=solver, time=time,
                      max_steps=max_steps, progress=progress)
-    return raise_if_failed(sol, "solve_ode")
+    return raise_if_failed(sol, "solve_ode", max_steps=max_steps)
 
 
 def log_times(t_max: float, n: int, *, t_min: float | None = None) -> np.ndarray:
@@ -552,7 +564,7 @@ def gradient_flow(
     if mesh is None and not progress:  # a sharded program or a progress bar's host callback: no export
         out = _export.call("gradient_flow", _flow_jit, args, options)
     sol = _flow_jit(*args, **options) if out is None else ODESolution(*out)
-    return raise_if_failed(sol, "gradient_flow")
+    return raise_if_failed(sol, "gradient_flow", max_steps=max_steps)
 
 
 def gradient_flow_batch(M0s, data, ts, **options) -> ODESolution:
