@@ -142,15 +142,24 @@ def slopes(reading: Reading, thetas, seeds, bounds) -> Slopes:
     return Slopes(out, L, t)
 
 
+#: How a reading is named on the page (typeset); its ``name`` stays the option's key in the claims.
+LABELS = {"no P^-1/2": "no $P^{-1/2}$", "8x steps": "8× the steps", "eps as z(0) scale": "$\\epsilon$ as the scale of $z_k(0)$"}
+
+
+def label(name: str) -> str:
+    """The page's name of a reading."""
+    return LABELS.get(name, name)
+
+
 def theta_label(theta: float) -> str:
     return f"{float(theta):g}"
 
 
-def bounds_table(bounds, thetas) -> str:
-    """Markdown: per reading and theta, the predicted switch-ons, Eqs. (289)-(292), Eq. (298), the threshold."""
-    head = ["| reading | GD stable ($\\max_k\\eta\\,4c_kb_k$) | " + " | ".join(
-        f"$\\theta = {theta_label(th)}$: $n$, Eqs. (289)-(292), threshold" for th in thetas) + " |",
-        "|---" * (len(thetas) + 2) + "|"]
+def bounds_table(bounds, thetas):
+    """Per reading and theta, the predicted switch-ons, Eqs. (289)-(292), Eq. (298), the threshold: a
+    :func:`nqf.pipeline.table`."""
+    columns = ["reading", "GD stable ($\\max_k\\eta\\,4c_kb_k$)"] + [
+        f"$\\theta = {theta_label(th)}$: $n$, Eqs. (289)-(292), threshold" for th in thetas]
     rows = []
     for R in READINGS:
         cells = []
@@ -158,8 +167,8 @@ def bounds_table(bounds, thetas) -> str:
             b = bounds[(R.name, th)]
             cells.append(f"{b.n}, no slope" if b.n < 3 else f"{b.n}, {b.pred:.3f}, {b.threshold:.3f}")
         b0 = bounds[(R.name, thetas[0])]
-        rows.append(f"| {R.name} | {'yes' if b0.stable else 'no'} ({b0.stability:.2f}) | " + " | ".join(cells) + " |")
-    return "\n".join(head + rows)
+        rows.append((label(R.name), f"{'yes' if b0.stable else 'no'} ({b0.stability:.2f})", *cells))
+    return pipeline.table(rows, columns=columns)
 
 
 def options(reading_slopes, bounds, theta, theta_index):
@@ -179,10 +188,10 @@ def options(reading_slopes, bounds, theta, theta_index):
     return values, thresholds, diverged, left_out
 
 
-def verdict_rows(verdicts, thetas, left_out) -> str:
-    """Markdown: per reading and theta, the outcome with the mean statistic, margin and uncertainty."""
-    head = ["| reading | " + " | ".join(f"$\\theta = {theta_label(th)}$" for th in thetas) + " |",
-            "|---" * (len(thetas) + 1) + "|"]
+def verdict_rows(verdicts, thetas, left_out):
+    """Per reading and theta, the outcome with the mean statistic, margin and uncertainty: a
+    :func:`nqf.pipeline.table`."""
+    columns = ["reading"] + [f"$\\theta = {theta_label(th)}$" for th in thetas]
     rows = []
     for R in READINGS:
         cells = []
@@ -195,8 +204,8 @@ def verdict_rows(verdicts, thetas, left_out) -> str:
                 cells.append(f"{o.outcome}: {o.reason}")
             else:
                 cells.append(f"**{o.outcome}**: {o.mean:.3f} vs {o.threshold:.3f}, margin {o.margin:+.3f} ± {o.uncertainty:.3f}")
-        rows.append(f"| {R.name} | " + " | ".join(cells) + " |")
-    return "\n".join(head + rows)
+        rows.append((label(R.name), *cells))
+    return pipeline.table(rows, columns=columns)
 
 
 def reading_outcomes(verdicts, thetas, left_out) -> dict:

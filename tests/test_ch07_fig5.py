@@ -80,5 +80,19 @@ def test_reading_outcomes():
     out = F5.reading_outcomes({0.0: v, 1.0: w}, [0.0, 1.0], {0.0: [], 1.0: ["as printed"]})
     assert out == {"as printed": "against", "no P^-1/2": "holds", "summed loss": "not judged", "8x steps": "against",
                    "eps as z(0) scale": "partly"}
-    table = F5.verdict_rows({0.0: v, 1.0: w}, [0.0, 1.0], {0.0: [], 1.0: ["as printed"]})
+    table = F5.verdict_rows({0.0: v, 1.0: w}, [0.0, 1.0], {0.0: [], 1.0: ["as printed"]})._repr_markdown_()
     assert "left out" in table and "not judged" in table
+    assert table.splitlines()[0] == "| reading | $\\theta = 0$ | $\\theta = 1$ |" and len(table.splitlines()) == 2 + len(F5.READINGS)
+
+
+def test_bounds_table_has_a_row_per_reading():
+    thetas = [0.0, 1.0]
+    bounds = {(R.name, th): F5.bound(R, th) for R in F5.READINGS for th in thetas}
+    md = F5.bounds_table(bounds, thetas)._repr_markdown_().splitlines()
+    assert len(md) == 2 + len(F5.READINGS) and md[0].count("$\\theta =") == 2
+    assert md[2].startswith("| as printed | ")
+
+
+def test_labels_typeset_every_reading_with_ascii_math():
+    assert set(F5.LABELS) <= {R.name for R in F5.READINGS}
+    assert F5.label("no P^-1/2") == "no $P^{-1/2}$" and F5.label("as printed") == "as printed"
