@@ -231,3 +231,28 @@ def test_a_users_own_loss_trains_both_runs_and_has_no_flow_reference():
     assert pl.valid.any() and np.all(np.abs(pl.module / pl.predicted - 1)[pl.valid] <= pl.tolerance[pl.valid])
     with pytest.raises(ValueError, match="`loss` must be one of"):
         nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 10, loss="l2")
+
+
+class QuadNet(eqx.Module):
+    """``f(x) = sum_i c (u_i . x)^2``: A(x) = c x x^T has rank one (not the rank-two form); its own NQF."""
+
+    U: jax.Array
+
+    def __call__(self, x):
+        return 0.5 * jnp.sum((self.U @ x) ** 2)
+
+    def neuron_axes(self):
+        return QuadNet(0)
+
+
+def test_a_model_without_rank_two_factors_is_diagnosed_matrix_free():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(80, 4))
+    P = np.linalg.qr(rng.normal(size=(4, 2)))[0]
+    xs, ys = jnp.asarray(x), jnp.asarray(0.5 * np.sum((x @ P * np.array([1.0, 0.5])) ** 2, axis=1))  # rank-2 teacher
+    net = QuadNet(jnp.asarray(1e-3 * rng.normal(size=(6, 4))))
+    rep = nqf.diagnose(net, (xs, ys), optax.sgd(0.02), 800)
+    assert rep.run.form == "matrix-free" and rep.run.quadratic_error < 1e-12
+    pl = rep.plateaus
+    assert pl.levels.size >= 2 and pl.valid.all()
+    np.testing.assert_allclose(pl.module, pl.predicted, rtol=1e-8)  # the model is its NQF: identical runs
