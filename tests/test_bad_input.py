@@ -516,10 +516,14 @@ def _sq(w, batch, args):
     return jnp.sum(w**2)
 
 
-@pytest.mark.parametrize("num_steps", [2**62, 10**30, 2**31, 2**40 + 1])
+@pytest.mark.parametrize("num_steps", [2**62, 10**30, 2**31, 2**40 + 1, 2**27 + 1])
 def test_30_crash_a_huge_num_steps_is_refused_before_jax_sees_it(num_steps):
     _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1),
-                                                                     num_steps=num_steps), "2147483647")
+                                                                     num_steps=num_steps), str(2**27))
+    _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones((4, 3)), optax.sgd(0.1),
+                                                                     num_steps=2**25 + 1, vmap=("params",)))
+    _raises_naming(ValueError, "max_steps", lambda: flow.gradient_flow(0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5),
+                                                                       max_steps=num_steps * 2**62))
 
 
 @pytest.mark.parametrize("vmap", [0, 1.5, [0], ("params", 3), {"params": 0}])

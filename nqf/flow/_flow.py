@@ -275,7 +275,7 @@ def _check_options(rtol, atol, solver, time, ts_np, max_steps, progress) -> tupl
     if time == "auto":
         span = (ts_np[-1] - ts_np[0]) / (ts_np[1] - ts_np[0])
         time = "log" if span > 1e3 else "linear"
-    max_steps = check_size("max_steps", max_steps)
+    max_steps = check_int("max_steps", max_steps, minimum=1, maximum=2**62)  # the solver counts steps in int64
     if not isinstance(progress, (bool, np.bool_)):
         raise wrong_kind("progress", 'be True or False', f'{progress!r}')
     return solver, time, int(max_steps), bool(progress)

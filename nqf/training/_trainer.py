@@ -60,9 +60,10 @@ from .._checks import check_record_every
 from .._checks import failed, invalid, wrong_kind
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
-#: the most steps one run takes: the run keeps one loss per step, and XLA's sizes are 32-bit (2**62 steps
-#: aborted the interpreter in XLA, 10**30 reached MLIR as a number it cannot hold)
-MAX_STEPS = 2**31 - 1
+#: the most steps one call takes, summed over its vmapped runs: the run keeps one loss per step in memory
+#: (8 bytes each: 2**27 steps are 1 GiB; 2**62 steps aborted the interpreter in XLA, 10**30 reached MLIR as a
+#: number it cannot hold, 2**31 asks for 16 GiB)
+MAX_STEPS = 2**27
 #: the optax optimisers :func:`optimizer` builds by name: their ``update(grads, state, params)`` needs nothing
 #: else (``lbfgs`` and ``polyak_sgd`` need the loss value, and a line search, at every update)
 OPTIMIZERS = tuple(n for n in (
@@ -426,7 +427,8 @@ def train(
         params0: initial parameters, any pytree of float arrays.
         optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
             ``GradientTransformation``.
-        num_steps: number of optimiser steps, an int in [1, 2**31 - 1].
+        num_steps: number of optimiser steps, an int in [1, 2**27] (over all vmapped runs: one loss per step
+            is kept, 2**27 of them are 1 GiB).
         data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
         batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step (or
             ``(num_steps,)``: one row of ``data`` per step, without a batch axis).
@@ -497,6 +499,10 @@ def train(
              if name.rstrip("0") in vmap}
     if len(sizes) > 1:
         raise invalid("vmap", f"name arguments that share one leading run axis ({vmap})", f"sizes {sorted(sizes)}")
+    lanes = sizes.pop() if sizes else 1
+    if num_steps * lanes > MAX_STEPS:
+        raise invalid("num_steps", f"be at most {MAX_STEPS // lanes} for {lanes} vmapped runs (the runs keep one loss "
+                                   f"per step: {MAX_STEPS} in all, 1 GiB)", repr(num_steps))
     params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
                                         every, vmap)
     values, slopes = np.asarray(values), np.asarray(slopes)
