@@ -68,7 +68,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._checks import check_finite
-from .._checks import check_int, check_size
+from .._checks import check_int
 from .._checks import check_ndim
 from .._checks import check_positive
 from .._checks import check_psd
