@@ -741,6 +741,15 @@ def test_30_runner_parameters_are_checked_for_their_range_by_the_runner_and_the_
     check_injected_parameters([cell, f"# Parameters\n{name} = {default!r}\n"])  # the default is in range
 
 
+@pytest.mark.parametrize("value", ["float('nan')", "float('inf')", 'float("-inf")'])
+def test_30_runner_parameters_a_non_finite_float_as_papermill_writes_it(value):
+    """papermill injects NaN and infinities as ``float('nan')``: the kernel's range check sees them too."""
+    from nqf.pipeline._chapter import check_injected_parameters
+
+    cell = 'eta: "positive float" = 0.05\nthreshold: "positive float" = 0.1\n'
+    _raises_naming(ValueError, "eta", lambda: check_injected_parameters([cell, f"# Parameters\neta = {value}\n"]))
+
+
 @pytest.mark.parametrize("texts", [["rays=1", "rays=2"], ["rays=1", "rays=1"], ["seed=0", "rays=1", "seed=1"]])
 def test_30_runner_a_duplicated_parameter_is_refused(texts):
     import nqfbook.chapters

@@ -359,6 +359,15 @@ def check_parameter(name: str, value: Any, *, default: Any, annotation: str = ""
     kind.check(name, value, declared=declared)
 
 
+def _special_float(node: ast.AST) -> Any:
+    """``float('nan')``, ``float('inf')``, ``float('-inf')`` (how papermill writes them) as floats, else ``...``."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and not node.keywords
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            and node.args[0].value.strip().lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity")):
+        return float(node.args[0].value)
+    return ...
+
+
 def declared_parameters(source: str) -> dict[str, tuple[Any, str]]:
     """``name -> (default, annotation)`` of the top-level assignments of a parameters cell: the default as a
     Python literal (``...`` when it is not one), the annotation as text (``""`` without one)."""
@@ -369,7 +378,7 @@ def declared_parameters(source: str) -> dict[str, tuple[Any, str]]:
             try:
                 value = ast.literal_eval(node.value) if node.value is not None else None
             except ValueError:
-                value = ...
+                value = _special_float(node.value)
             annotation = ast.unparse(node.annotation) if isinstance(node, ast.AnnAssign) else ""
             for t in targets:
                 if isinstance(t, ast.Name):
