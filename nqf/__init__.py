@@ -13,8 +13,9 @@ questions:
 * **Does the NQF describe my training?** :func:`compare_with_nqf` (the module and its NQF trained side
   by side), the one trainer :func:`train` with :func:`optimizer`, and the agreement rule
   :func:`first_exceedance` (the first step at which their gap exceeds a threshold).
-* **When do its plateaus end?** :func:`diagnose` (a user's model: A(x), the NQF's prediction, the
-  flow's plateau ends), the flow :func:`gradient_flow` on :class:`NQFData`, the Lotka-Volterra
+* **When do its plateaus end?** :func:`diagnose` (a user's model: the NQF trained from the model's
+  W(0) by the user's own optimiser predicts its plateau ends in steps, with a measured range of
+  validity), the flow :func:`gradient_flow` on :class:`NQFData`, the Lotka-Volterra
   reduction (:func:`lv_coefficients`, :func:`lv_flow`) and switch-on times (Eq. 158 and Thm 8's
   :func:`switch_on_time` of a mode, Thm 10's :func:`sample_switch_on_times` of a sample).
 
