@@ -132,7 +132,7 @@ class Diagnosis(NamedTuple):
     """The report of :func:`nqf.diagnose`: ``print(report)`` for the summary, ``report.plot()`` for the figure."""
 
     run: ModelRun  #: everything computed (hypotheses, the prediction, the measurement, the flow reference)
-    plateaus: PlateauEnds
+    plateaus: PlateauEnds  #: per mode: predicted and measured ends, tolerance, and whether the prediction is valid
 
     @property
     def window(self) -> float:

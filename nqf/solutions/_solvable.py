@@ -35,8 +35,8 @@ from .._checks import invalid
 class ProportionalSolution(NamedTuple):
     xi: Float[Array, " T"]  # auxiliary scalar of Eq. (34)
     z: Float[Array, "T p"]  # features z_k(t) = z_k(0) exp(-2 lambda_k xi)
-    alpha: float
-    beta: float
+    alpha: float  # (4/m) sum_mu c_mu^2, with A(x_mu) = c_mu A (Thm 4)
+    beta: float  # (4/m) sum_mu c_mu y_mu
 
 
 def proportional_solution(

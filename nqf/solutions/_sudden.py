@@ -165,11 +165,11 @@ class SingularSweep(NamedTuple):
     taus: Float[Array, " T"]  # rescaled times tau = t / ln(1/eps)
     loss: Float[Array, "E T"]  # L(tau ln(1/eps))
     log_z: Float[Array, "E T p"]  # ln z_k, features in the basis P
-    residuals: Float[Array, "E T m"]
+    residuals: Float[Array, "E T m"]  # Delta_mu = f_mu - y_mu along each run
     tau_star: Float[Array, "E R p"]  # tau at which z_k = rho * z_final_k, per level rho
     tau_star_samples: Float[Array, "E R m"]  # tau at which Delta_mu = -(1 - rho) y_mu
-    rho: Float[Array, " R"]
-    num_steps: Float[Array, " E"]
+    rho: Float[Array, " R"]  # the levels rho of tau_star
+    num_steps: Float[Array, " E"]  # solver steps of each run
 
 
 def singular_limit_sweep(

@@ -64,8 +64,8 @@ class StructureReport(NamedTuple):
     smooth_at_zero: bool  #: autodiff Hessian predicts the gradient near 0 from both sides
     scale: float
     tol: float
-    p: int
-    d: int
+    p: int  #: parameters per neuron
+    d: int  #: neurons
 
     def summary(self) -> str:
         """One line per check, for notebooks and error messages."""

@@ -60,8 +60,8 @@ def nqf_expansion(
 class RemainderScaling(NamedTuple):
     """Remainders $|f(sW) - \\text{NQF}(sW)|$ at each scale and their log-log slope."""
 
-    scales: np.ndarray
-    remainders: np.ndarray
+    scales: np.ndarray  # the scales s of W
+    remainders: np.ndarray  # |f(sW) - NQF(sW)| at each scale
     slope: float
 
 

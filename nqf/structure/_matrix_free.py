@@ -66,7 +66,7 @@ class HypothesisCheck(NamedTuple):
     permutation_residual: float  #: relative |f(W) - f(W sigma)| at a random W (Def. 1)
     zgz_residual: float  #: |grad wrt neuron 1| / |grad| at a random W with neuron 1 zeroed (Property 1)
     smooth_ratio: float  #: Taylor ratio |r(h)|/|r(h/2)| of the gradient at 0 (C^3: >= 4; kink: 2)
-    finite: bool
+    finite: bool  #: every probe output finite
 
 
 @eqx.filter_jit

@@ -82,8 +82,8 @@ class Comparison(NamedTuple):
     batch_loss: dict  #: ``{"module", "nqf"}`` -> ``(*B, steps)`` loss on each step's batch
     gap: np.ndarray  #: ``(*B, T)`` relative gap of ``gap_on`` between the two runs
     window: np.ndarray  #: ``(*B,)`` first recorded step with gap > threshold or non-finite (``inf``: never)
-    threshold: float
-    gap_on: str
+    threshold: float  #: the gap that ends the window
+    gap_on: str  #: the tracked quantity the gap is measured on (``"outputs"`` by default)
     final: dict  #: ``{"module", "nqf"}`` -> final parameters
 
 

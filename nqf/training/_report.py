@@ -255,13 +255,13 @@ class ModelRun(NamedTuple):
     As: Any  #: ``(m, p, p)`` or ``(m, o, p, p)``: A(x) on the data (None when too large to hold)
     data: Any  #: the :class:`~nqf.model.NQFData` built from ``As`` (None with ``As``)
     W0: np.ndarray  #: ``(p, d)`` the model's initial weights in the neuron packing
-    layout: NeuronLayout
+    layout: NeuronLayout  #: how the model's leaves pack into the neuron matrix W
     frozen: tuple  #: ``(path, shape)`` of every leaf shared by all neurons (held fixed in both runs)
     form: str  #: how the NQF was evaluated: ``"rank-two"`` or ``"matrix-free"``
     optimizer: StepMap  #: what probing the optimiser found
     loss: str  #: the loss convention, in words
     eta: float | None  #: flow time per optimiser step (None: no step <-> time map or a user's loss)
-    num_steps: int
+    num_steps: int  #: the model's training steps
     quadratic_error: float  #: e(0): |f(W0) - f_x(0) - Q(W0)| / |Q(W0)| on the probe set
     nqf_steps: np.ndarray  #: ``(S,)`` steps of the prediction's records (to horizon * num_steps)
     nqf_eigs: np.ndarray  #: ``(S, r)`` eigenvalues of M along the prediction, descending
@@ -273,7 +273,7 @@ class ModelRun(NamedTuple):
     flow_ts: np.ndarray  #: ``(F,)`` flow save times (empty without a flow)
     flow_loss: np.ndarray  #: ``(F,)`` NQF loss along the flow
     flow_eigs: np.ndarray  #: ``(F, r)`` eigenvalues of M(t), descending
-    threshold: float
+    threshold: float  #: the relative gap that ends the measured agreement window
     record_every: int  #: recording interval of the runs (steps)
     diverged: str | None  #: why a run diverged (None: neither did)
 
