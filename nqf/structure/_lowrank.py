@@ -54,7 +54,7 @@ class RankTwoForm(eqx.Module):
         return jnp.reshape(Q, (a.shape[0],) + self.out_shape)
 
 
-def quasi_random(shape, phase: float, dtype=jnp.float64):
+def quasi_random(shape, phase: float, *, dtype=jnp.float64):
     """A fixed, generic array (entries ``sin(phase + 1e3 * sqrt(2) * i)``, i the flat index): probe directions
     with no key to carry, the same on every call."""
     n = int(np.prod(shape, dtype=int))
@@ -134,7 +134,7 @@ def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
     dtype = W0.dtype
     m = xs.shape[0]
     pick = np.asarray([0, m // 2 if m > 2 else 1])
-    Om = quasi_random((p, _PROBES), 0.3, dtype)
+    Om = quasi_random((p, _PROBES), 0.3, dtype=dtype)
     Y = np.asarray(_probe_ranges(apply, packing, tr, frozen, xs[pick], Om, p, d))  # (2, o, p, k)
     o = Y.shape[1]
     scale = float(np.max(np.abs(Y))) if Y.size else 0.0
@@ -179,7 +179,7 @@ def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
                         jnp.asarray(np.eye(o)[o_star], dtype), p, d)
     Bj = jnp.asarray(B, dtype)
     head = xs[:4]
-    Ws = jnp.stack([W0, quasi_random((p, d), 1.1, dtype), 0.1 * quasi_random((p, d), 2.3, dtype)])
+    Ws = jnp.stack([W0, quasi_random((p, d), 1.1, dtype=dtype), 0.1 * quasi_random((p, d), 2.3, dtype=dtype)])
     err, sc = (np.asarray(v) for v in _check_form(apply, packing, tr, frozen, head, a[:4], Bj, Ws))
     if not np.all(err <= _MATCH_TOL * np.maximum(sc, 1e-300)):
         return None
