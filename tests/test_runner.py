@@ -275,6 +275,12 @@ def test_every_chapter_is_in_the_toc():
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_source_notebook_is_clean_and_parameterised(path):
+    import json
+
+    raw = json.loads(path.read_text(encoding="utf-8"))  # as committed (nbformat.read fills in missing ids)
+    ids = [c.get("id") for c in raw["cells"]]
+    assert None not in ids, f"{path.name}: cell {ids.index(None)} has no id (nbformat 4.5 requires one)"
+    assert len(set(ids)) == len(ids), f"{path.name}: duplicate cell ids"
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
