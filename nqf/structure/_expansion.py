@@ -61,7 +61,7 @@ class RemainderScaling(NamedTuple):
     """Remainders $|f(sW) - \\text{NQF}(sW)|$ at each scale and their log-log slope."""
 
     scales: np.ndarray  # the scales s of W
-    remainders: np.ndarray  # |f(sW) - NQF(sW)| at each scale
+    remainders: np.ndarray  # the gap between f(sW) and its NQF, in absolute value, at each scale
     slope: float
 
 
