@@ -136,19 +136,19 @@ class Diagnosis(NamedTuple):
 
     @property
     def window(self) -> float:
-        """Measured agreement window in steps: first recorded step where the outputs of the trained model and of
-        the prediction part (inf: never)."""
+        """The measured agreement window, in steps (the first recorded step at which the outputs of the
+        trained model and of the prediction part; inf: never)."""
         return float(np.asarray(self.run.comparison.window))
 
     @property
     def valid_until_steps(self) -> float:
-        """End of the prediction's range of validity, in steps (:func:`validity_end`; inf: the whole prediction)."""
+        """The end of the prediction's range of validity, in steps (inf: the whole prediction)."""
         return validity_end(self.run)
 
     @property
     def not_small(self) -> bool:
-        """Whether W(0) is outside the quadratic regime: twice the quadratic-regime error at W(0) exceeds the
-        threshold (then no prediction is valid)."""
+        """True when W(0) is outside the quadratic regime, that is when twice the quadratic-regime error at
+        W(0) exceeds the threshold (then no prediction is valid)."""
         return not 2.0 * self.run.quadratic_error <= self.run.threshold
 
     def __str__(self) -> str:  # noqa: D105

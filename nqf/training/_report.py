@@ -258,7 +258,7 @@ class ModelRun(NamedTuple):
     layout: NeuronLayout  #: how the model's leaves pack into the neuron matrix W
     frozen: tuple  #: ``(path, shape)`` of every leaf shared by all neurons (held fixed in both runs)
     form: str  #: how the NQF was evaluated: ``"rank-two"`` or ``"matrix-free"``
-    optimizer: StepMap  #: what probing the optimiser found
+    optimizer: Any  #: what probing the optimiser found (its kind, step size and momentum)
     loss: str  #: the loss convention, in words
     eta: float | None  #: flow time per optimiser step (None: no step <-> time map or a user's loss)
     num_steps: int  #: the model's training steps
