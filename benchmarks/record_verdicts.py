@@ -23,6 +23,8 @@ def collect(claims_dir: pathlib.Path) -> dict:
     chapters = {}
     for path in sorted(claims_dir.glob("ch*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
+        if not (isinstance(data, dict) and "chapter" in data and "claims" in data):
+            continue  # a chapter's side file (section timings), not its claims
         if data.get("fidelity") != "full":
             raise SystemExit(f"{path.name}: fidelity {data.get('fidelity')!r}, not 'full'")
         verdicts = data.get("verdicts", [])
