@@ -69,7 +69,27 @@ def field_comment(qualname: str) -> str | None:
         except (AttributeError, OSError, TypeError):
             return None
         m = re.search(rf"^\s+{re.escape(parts[-1])}\s*:[^\n#]*#:?\s*(?P<text>[^\n]+)$", source, re.M)
-        return m.group("text").strip() if m else None
+        if m:
+            return m.group("text").strip()
+        # the class's own "Attributes:" section (napoleon lists it as fields of the class; the member
+        # entry autodoc also writes for a NamedTuple or dataclass field takes the same text)
+        doc = inspect.getdoc(obj) or ""
+        block = re.search(r"^Attributes:\s*\n(?P<body>(?:[ \t]+.*\n?|\s*\n)+)", doc, re.M)
+        if block:
+            lines = block.group("body").splitlines()
+            for k, line in enumerate(lines):
+                hit = re.match(rf"^(\s+)(?:\w+\s*,\s*)*{re.escape(parts[-1])}(?:\s*,\s*\w+)*(?:\s*\([^)]*\))?:\s*(?P<text>.*)$",
+                               line)
+                if hit:
+                    text = [hit.group("text")]
+                    indent = len(hit.group(1))
+                    for more in lines[k + 1:]:
+                        if more.strip() and len(more) - len(more.lstrip()) > indent:
+                            text.append(more.strip())
+                        else:
+                            break
+                    return " ".join(t for t in text if t)
+        return None
     return None
 
 
@@ -100,35 +120,8 @@ def _shorten_type_options() -> None:
     Documenter.add_line = add_line
 
 
-def _drop_empty_fields(app, doctree, docname):
-    """An attribute entry with no text of its own, whose class already documents it in its
-    ``Attributes:`` section (napoleon's ``:ivar:`` fields), is a duplicate: dataclass and NamedTuple
-    fields are listed both ways by autodoc. It is removed (the entry in the class's field list
-    stays, with its type and text)."""
-    from sphinx import addnodes
-
-    for desc in list(doctree.findall(addnodes.desc)):
-        if desc.get("objtype") not in ("attribute", "property"):
-            continue
-        content = next(iter(desc.findall(addnodes.desc_content)), None)
-        if content is None or content.astext().strip():
-            continue
-        parent = desc.parent
-        while parent is not None and not (isinstance(parent, addnodes.desc_content)):
-            parent = parent.parent
-        sig = next(iter(desc.findall(addnodes.desc_signature)), None)
-        name = (sig.get("fullname") or "").rsplit(".", 1)[-1] if sig is not None else ""
-        if parent is None or not name:
-            continue
-        # the class's own text (its field lists), without its member entries
-        own = " ".join(child.astext() for child in parent.children if not isinstance(child, addnodes.desc))
-        if re.search(rf"\b{re.escape(name)}\b", own):
-            desc.parent.remove(desc)
-
-
 def setup(app):
     _shorten_type_options()
-    app.connect("doctree-resolved", _drop_empty_fields)
     app.connect("autodoc-process-signature", _process_signature)
     app.connect("autodoc-process-docstring", _process_docstring, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
