@@ -98,7 +98,8 @@ def _process_docstring(app, what, name, obj, options, lines):
     if what in ("attribute", "property") and not any(line.strip() for line in lines):
         text = field_comment(name)
         if text:
-            lines[:] = [text, ""]
+            # $...$ as the math role (this text skips the docstring's own dollar conversion)
+            lines[:] = [re.sub(r"\$([^$]+)\$", lambda m: f":math:`{m.group(1)}`", text), ""]
     # the field types napoleon writes (":vartype W: jax.jaxlib._jax.Array"), after napoleon (500)
     lines[:] = [shorten(line) if ("type " in line or ":rtype:" in line) else line for line in lines]
 

@@ -173,8 +173,8 @@ class TiedQKAttention(_PairInput):
 def tied_qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -> Architecture:
     r"""Tied query–key attention, $W^Q = W^K = W$, neurons = rows of $W$ (Table 3).
 
-    $$ f = c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big)
-       = c^\top x_{avg} + \frac{1}{\sqrt{d_k}}\,u^\top W^\top W x + O(\|W\|^4), \quad u = \Sigma_X c . $$
+    $$ \begin{aligned} f &= c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big) \\
+       &= c^\top x_{avg} + \frac{1}{\sqrt{d_k}}\,u^\top W^\top W x + O(\|W\|^4), \quad u = \Sigma_X c . \end{aligned} $$
 
     The paper's $W \in \mathbb R^{d_k\times D}$ has one neuron per row, so the
     NQF order parameter is $M = W^\top W$; nqf takes ``W_nqf = W.T`` of shape

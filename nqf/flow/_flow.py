@@ -96,8 +96,8 @@ class ODESolution(NamedTuple):
     ts: Float[Array, " T"]  # save times
     ys: PyTree  # the state at each save time, leading axis T (M(t) for the gradient flow)
     num_steps: Int[Array, ""]  # steps taken (accepted + rejected)
-    num_accepted: Int[Array, ""]
-    num_rejected: Int[Array, ""]
+    num_accepted: Int[Array, ""]  # steps the solver accepted
+    num_rejected: Int[Array, ""]  # steps the solver rejected (and retried smaller)
     successful: Bool[Array, ""]  # diffrax's result was `successful` (the public functions raise otherwise)
 
 

@@ -207,6 +207,11 @@ def name_parts(name: str) -> list[tuple[str, bool]]:
     :func:`readable_name` (Greek letters, powers in Unicode)."""
     name = re.sub(r"\bnp\.(?:int|float|uint)\d*\(([^()]*)\)", r"\1", name)
     name = name.replace("->", "→").replace("<=", "≤").replace(">=", "≥").replace("+-", "±")
+    if "$" in name:  # TeX written between dollars is typeset as written
+        out: list[tuple[str, bool]] = []
+        for k, piece in enumerate(re.split(r"\$([^$]+)\$", name)):
+            out += [(piece, True)] if k % 2 else (name_parts(piece) if piece else [])
+        return out
     parts: list[tuple[str, bool]] = []
     pos = 0
     for m in _MATH_TOKEN.finditer(name):

@@ -155,13 +155,14 @@ class ClaimsTable:
         for c, note in zip(claims, notes):
             cls = "" if c.passed else ' class="fail"'
             name, measured, required, _ = self._row(c)
-            note_cell = f"<td class=\"note\">see note {number[note]}</td>" if note in number else _cell(note, "note")
+            note_cell = (f"<td class=\"note\">see note {number[note]}</td>" if note in number
+                         else f'<td class="note">{name_html(note)}</td>')
             cells = (f'<td class="claim">{name_html(c.name)}</td>' + _cell(measured, "num") + _cell(required, "num")
                      + note_cell)
             body.append(f"<tr{cls}>{cells}</tr>")
         foot = ""
         if shared:
-            items = "".join(f"<li>{esc(n)}</li>" for n in shared)
+            items = "".join(f"<li>{name_html(n)}</li>" for n in shared)
             foot = f'<ol class="nqf-claims-notes">{items}</ol>'
         return (
             f'<table class="nqf-claims nqf-claims-{kind}"><caption>{caption}</caption>'

@@ -62,8 +62,8 @@ class StructureReport(NamedTuple):
     permutation_symmetric: bool  #: value check and equal blocks at 0
     finite: bool  #: gradient and Hessian at 0 are finite
     smooth_at_zero: bool  #: autodiff Hessian predicts the gradient near 0 from both sides
-    scale: float
-    tol: float
+    scale: float  #: the largest entry of the Hessian blocks and gradients at 0
+    tol: float  #: rtol times scale: what counts as zero
     p: int  #: parameters per neuron
     d: int  #: neurons
 

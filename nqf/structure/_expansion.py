@@ -62,7 +62,7 @@ class RemainderScaling(NamedTuple):
 
     scales: np.ndarray  # the scales s of W
     remainders: np.ndarray  # the gap between f(sW) and its NQF, in absolute value, at each scale
-    slope: float
+    slope: float  # the log-log slope of the remainders against the scale (3, or 4 with a Z2 symmetry)
 
 
 def remainder_scaling(
