@@ -82,7 +82,7 @@ class ClaimsTable:
         esc = html.escape
         counts = outcome_counts(self.verdicts)
         where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
-        tally = ", ".join(f"{counts[k]} {k}" for k in OUTCOMES)
+        tally = ", ".join(f"{counts[k]} {'hold' if k == 'holds' and counts[k] != 1 else k}" for k in OUTCOMES)
         caption = (f"Verdicts on the paper's figures, {where}: {tally} "
                    "<span class=\"nqf-claims-help\">(each rule fixed before its confirmation runs; "
                    "conclusive only beyond z standard errors plus the recording resolution, under every "
