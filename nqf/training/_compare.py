@@ -52,6 +52,7 @@ from .._checks import check_int
 from .._checks import check_key
 from .._checks import check_record_every
 from .._checks import invalid
+from .._types import Names
 from ..architectures import Architecture
 from ..model import mse
 from ..structure import check_hypotheses
@@ -213,7 +214,7 @@ def compare_with_nqf(
     key: Any = None,
     probe: Any = None,
     probe_targets: Any = None,
-    track: tuple[str, ...] = ("loss",),
+    track: Names = ("loss",),
     linear_map: Callable | None = None,
     record_every: int = 1,
     threshold: float = 0.1,

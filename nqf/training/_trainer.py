@@ -58,6 +58,7 @@ from .._checks import check_optimizer
 from .._checks import check_positive
 from .._checks import check_record_every
 from .._checks import failed, invalid, wrong_kind
+from .._types import Names
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
 #: the most steps one call takes, summed over its vmapped runs: the run keeps one loss per step in memory
@@ -416,7 +417,7 @@ def train(
     record: Callable | None = None,
     args: Any = None,
     record_every: int = 1,
-    vmap: tuple[str, ...] = (),
+    vmap: Names = (),
     on_divergence: str = "warn",
 ) -> Training:
     r"""Minimise ``loss`` over ``params0`` with one optax optimiser; the whole run is one jitted scan.
