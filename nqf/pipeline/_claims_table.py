@@ -50,18 +50,7 @@ class ClaimsTable:
 
     @staticmethod
     def _option_text(v: Verdict) -> str:
-        parts = []
-        for o in v.options:
-            head = f"{o.option}: " if o.option else ""
-            if o.reason:
-                parts.append(f"{head}{o.outcome} ({o.reason})")
-                continue
-            div = f", {len(o.diverged)} diverged (seeds {', '.join(map(str, o.diverged))}) not judged" if o.diverged else ""
-            se = f" ± {o.se:.2g}" if o.se == o.se else ""
-            side = "<" if v.rule.paper_side == "below" else ">"
-            parts.append(f"{head}{o.outcome}: mean {o.mean:.4g}{se} (paper: {side} {o.threshold:.4g}); "
-                         f"margin {o.margin:+.3g} vs uncertainty {o.uncertainty:.3g}; n = {o.n}{div}")
-        return "; ".join(parts)
+        return "; ".join(o.describe(v.rule.paper_side) for o in v.options)
 
     @staticmethod
     def _verdict_row(v: Verdict) -> tuple[str, ...]:

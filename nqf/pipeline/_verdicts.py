@@ -179,6 +179,19 @@ class OptionVerdict:
     uncertainty: float           # z * se + resolution
     reason: str = ""             # why an option is inconclusive without a margin (no runs left, one run)
 
+    def describe(self, paper_side: str) -> str:
+        """One line: the outcome, the mean (with its standard error) against the paper's side of the threshold, the
+        margin against the uncertainty, the runs judged and those set aside as diverged."""
+        head = f"{self.option}: " if self.option else ""
+        if self.reason:
+            return f"{head}{self.outcome} ({self.reason})"
+        div = (f", {len(self.diverged)} diverged (seeds {', '.join(map(str, self.diverged))}) not judged"
+               if self.diverged else "")
+        se = f" ± {self.se:.2g}" if self.se == self.se else ""
+        side = "<" if paper_side == "below" else ">"
+        return (f"{head}{self.outcome}: mean {self.mean:.4g}{se} (paper: {side} {self.threshold:.4g}); "
+                f"margin {self.margin:+.3g} vs uncertainty {self.uncertainty:.3g}; n = {self.n}{div}")
+
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["diverged"] = list(self.diverged)
@@ -211,18 +224,10 @@ class Verdict:
         return sum(len(o.diverged) for o in self.options)
 
     def describe(self) -> str:
-        """One line: the outcome, and per option mean, margin against uncertainty, runs and divergences."""
-        parts = []
-        for o in self.options:
-            head = f"{o.option}: " if o.option else ""
-            if o.reason:
-                parts.append(f"{head}{o.outcome} ({o.reason})")
-                continue
-            div = f", {len(o.diverged)} diverged" if o.diverged else ""
-            parts.append(f"{head}{o.outcome}, mean {o.mean:.4g} vs threshold {o.threshold:.4g}, margin "
-                         f"{o.margin:+.3g} vs uncertainty {o.uncertainty:.3g} (n = {o.n}{div})")
+        """One line: the outcome, and per option :meth:`OptionVerdict.describe`."""
         dep = f"; depends on {self.depends_on}" if self.depends_on else ""
-        return f"[{self.outcome}] {self.name}{dep}: " + "; ".join(parts)
+        return (f"[{self.outcome}] {self.name}{dep}: "
+                + "; ".join(o.describe(self.rule.paper_side) for o in self.options))
 
     def to_json(self) -> dict:
         return {
