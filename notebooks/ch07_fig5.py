@@ -188,23 +188,25 @@ def options(reading_slopes, bounds, theta, theta_index):
     return values, thresholds, diverged, left_out
 
 
+def _option(verdicts, theta, reading, left_out):
+    """The reading's option verdict at ``theta``, or None where it was left out (fewer than 3 switch-ons)."""
+    if reading.name in left_out[theta]:
+        return None
+    return next(o for o in verdicts[theta].options if o.option == reading.name)
+
+
 def verdict_rows(verdicts, thetas, left_out):
     """Per reading and theta, the outcome with the mean statistic, margin and uncertainty: a
     :func:`nqf.pipeline.table`."""
+    def cell(o):
+        if o is None:
+            return "left out (fewer than 3 switch-ons)"
+        if o.reason:
+            return f"{o.outcome}: {o.reason}"
+        return f"**{o.outcome}**: {o.mean:.3f} vs {o.threshold:.3f}, margin {o.margin:+.3f} ± {o.uncertainty:.3f}"
+
     columns = ["reading"] + [f"$\\theta = {theta_label(th)}$" for th in thetas]
-    rows = []
-    for R in READINGS:
-        cells = []
-        for th in thetas:
-            if R.name in left_out[th]:
-                cells.append("left out (fewer than 3 switch-ons)")
-                continue
-            o = next(o for o in verdicts[th].options if o.option == R.name)
-            if o.reason:
-                cells.append(f"{o.outcome}: {o.reason}")
-            else:
-                cells.append(f"**{o.outcome}**: {o.mean:.3f} vs {o.threshold:.3f}, margin {o.margin:+.3f} ± {o.uncertainty:.3f}")
-        rows.append((label(R.name), *cells))
+    rows = [(label(R.name), *(cell(_option(verdicts, th, R, left_out)) for th in thetas)) for R in READINGS]
     return pipeline.table(rows, columns=columns)
 
 
@@ -213,13 +215,8 @@ def reading_outcomes(verdicts, thetas, left_out) -> dict:
     no power law to read), "not judged" (its runs set aside), or "partly" (holds or inconclusive)."""
     out = {}
     for R in READINGS:
-        outs = []
-        for th in thetas:
-            if R.name in left_out[th]:
-                outs.append("left out")
-                continue
-            o = next(o for o in verdicts[th].options if o.option == R.name)
-            outs.append("not judged" if o.reason else o.outcome)
+        opts = [_option(verdicts, th, R, left_out) for th in thetas]
+        outs = ["left out" if o is None else "not judged" if o.reason else o.outcome for o in opts]
         if all(o == "not judged" for o in outs):
             out[R.name] = "not judged"
         elif any(o in ("against", "left out") for o in outs):
