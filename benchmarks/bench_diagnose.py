@@ -37,7 +37,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
@@ -45,20 +44,10 @@ import optax  # noqa: E402
 import nqf  # noqa: E402
 from nqf.training import OutputLoss, train  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from models_example import TwoLayerNet  # noqa: E402  (V tanh(U x): the tests' reader-style model)
+
 OUT = Path(__file__).resolve().parent / "diagnose-size.json"
-
-
-class TanhMLP(eqx.Module):
-    """``f(x) = V tanh(U x)``: neuron i is row i of ``U`` and column i of ``V``."""
-
-    U: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.tanh(self.U @ x)
-
-    def neuron_axes(self):
-        return TanhMLP(0, 1)
 
 
 def problem(n_in=784, width=256, n_out=10, m=2000, init=1e-3, strengths=(1.0, 0.5, 0.25, 0.125, 0.0625), seed=0):
@@ -67,7 +56,7 @@ def problem(n_in=784, width=256, n_out=10, m=2000, init=1e-3, strengths=(1.0, 0.
     P = np.linalg.qr(rng.normal(size=(n_in, len(strengths))))[0]
     Q = np.linalg.qr(rng.normal(size=(n_out, len(strengths))))[0]
     ys = xs @ (P * np.asarray(strengths)) @ Q.T
-    net = TanhMLP(jnp.asarray(init * rng.normal(size=(width, n_in))), jnp.asarray(init * rng.normal(size=(n_out, width))))
+    net = TwoLayerNet(jnp.asarray(init * rng.normal(size=(width, n_in))), jnp.asarray(init * rng.normal(size=(n_out, width))))
     return net, jnp.asarray(xs), jnp.asarray(ys)
 
 

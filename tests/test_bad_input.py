@@ -850,17 +850,7 @@ def test_equinox_module_as_the_module_is_accepted():
 import equinox as eqx  # noqa: E402
 
 
-class _DiagNet(eqx.Module):
-    """``V tanh(U x)`` on 3 inputs, 2 outputs, 4 neurons (rows of U, columns of V)."""
-
-    U: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.tanh(self.U @ x)
-
-    def neuron_axes(self):
-        return _DiagNet(0, 1)
+from models_example import TwoLayerNet  # noqa: E402
 
 
 class _IntNet(eqx.Module):
@@ -876,14 +866,14 @@ class _IntNet(eqx.Module):
 
 def _diag_setup(m=12):
     rng = np.random.default_rng(0)
-    net = _DiagNet(jnp.asarray(1e-3 * rng.normal(size=(4, 3))), jnp.asarray(1e-3 * rng.normal(size=(2, 4))))
+    net = TwoLayerNet(jnp.asarray(1e-3 * rng.normal(size=(4, 3))), jnp.asarray(1e-3 * rng.normal(size=(2, 4))))
     xs = jnp.asarray(rng.normal(size=(m, 3)))
     return net, xs, xs[:, :2] * 0.5
 
 
 def test_30_diagnose_inputs_of_the_wrong_width_name_data_and_the_shapes():
     net, xs, ys = _diag_setup()
-    with pytest.raises(ValueError, match=r"`data` must hold inputs _DiagNet accepts; got inputs of shape \(5,\)"):
+    with pytest.raises(ValueError, match=r"`data` must hold inputs TwoLayerNet accepts; got inputs of shape \(5,\)"):
         solutions.diagnose(net, (jnp.ones((12, 5)), ys), optax.sgd(0.05), 10)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import nqf
 from nqf.training._report import step_map
+from models_example import TwoLayerNet
 
 jax.config.update("jax_enable_x64", True)
 
@@ -25,17 +26,6 @@ class TanhMLP(eqx.Module):
 
     def neuron_axes(self):
         return TanhMLP(0, 0, 1)
-
-
-class SinMLP(eqx.Module):
-    U: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.sin(self.U @ x)
-
-    def neuron_axes(self):
-        return SinMLP(0, 1)
 
 
 def _tanh(n_in=4, n_out=3, width=8, init=1e-3, seed=1):
@@ -80,7 +70,7 @@ def _models():
     params = {"U": net.U, "b": net.b, "V": net.V}
     x5, y5 = _teacher(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
     k1, k2 = jax.random.split(jax.random.PRNGKey(4))
-    sin5 = SinMLP(1e-3 * jax.random.normal(k1, (12, 6)), 1e-3 * jax.random.normal(k2, (5, 12)))
+    sin5 = TwoLayerNet(1e-3 * jax.random.normal(k1, (12, 6)), 1e-3 * jax.random.normal(k2, (5, 12)), jnp.sin)
     return {
         "equinox, sgd": (net, (xs, ys), optax.sgd(0.05), 800, {}),
         "apply with a dict, sgd": (params, (xs, ys), optax.sgd(0.05), 800,

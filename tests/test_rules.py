@@ -7,7 +7,6 @@ import ast
 import inspect
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 
 import nqf
 from helpers import BAD_INPUT
+from models_example import TwoLayerNet
 from nqf import structure, training
 from nqf._checks import check_float64, check_record_every
 from nqf.solutions import halfway_crossing
@@ -135,31 +135,20 @@ def test_record_every_rule_and_its_callers_share_one_message():
 
 
 # ----------------------------------------------------------------- float64
-class _Net(eqx.Module):
-    w: jax.Array
-    v: jax.Array
-
-    def __call__(self, x):
-        return self.v @ jnp.tanh(self.w @ x)
-
-    def neuron_axes(self):
-        return _Net(0, 0)
-
-
 def test_float64_rule_and_its_callers():
     check_float64("params", {"a": jnp.ones(2), "n": jnp.arange(3)})  # float64 and ints pass
     with pytest.raises(ValueError, match=r"`params` Net has float32 parameters.*need float64"):
         check_float64("params", {"a": jnp.ones(2, jnp.float32)}, "Net")
     with pytest.raises(ValueError, match=r"; or pass check=False"):
         check_float64("W0", [jnp.ones(2, jnp.float16)], also="pass check=False")
-    net = _Net(jnp.ones((4, 3), jnp.float32), jnp.ones(4, jnp.float32))
+    net = TwoLayerNet(jnp.ones((4, 3), jnp.float32), jnp.ones((1, 4), jnp.float32))
     xs = jnp.ones((6, 3))
-    with pytest.raises(ValueError, match=r"`params` _Net has float32 parameters.*need float64"):
+    with pytest.raises(ValueError, match=r"`params` TwoLayerNet has float32 parameters.*need float64"):
         structure.pytree_structure_stack(None, net, xs, net.neuron_axes())
-    with pytest.raises(ValueError, match=r"`model` _Net has float32 parameters.*need float64"):
-        training.model_run(net, (xs, jnp.ones(6)), optax.sgd(0.1), 10)
-    with pytest.raises(ValueError, match=r"`W0` of `module` _Net has float32 parameters.*need float64"):
-        training.compare_with_nqf(None, net, (xs.astype(jnp.float32), jnp.ones(6, jnp.float32)), optax.sgd(0.1), 10,
+    with pytest.raises(ValueError, match=r"`model` TwoLayerNet has float32 parameters.*need float64"):
+        training.model_run(net, (xs, jnp.ones((6, 1))), optax.sgd(0.1), 10)
+    with pytest.raises(ValueError, match=r"`W0` of `module` TwoLayerNet has float32 parameters.*need float64"):
+        training.compare_with_nqf(None, net, (xs.astype(jnp.float32), jnp.ones((6, 1), jnp.float32)), optax.sgd(0.1), 10,
                                   neuron_axes=net.neuron_axes())
 
 
@@ -175,8 +164,8 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
         structure.model_function(None, params)
     with pytest.raises(TypeError, match="apply"):
         structure.model_function("f", params)
-    assert structure.model_function(None, _Net(jnp.ones((2, 3)), jnp.ones(2))) is structure.call_module
-    assert structure.model_name(None, _Net(0, 0)) == "_Net"
+    assert structure.model_function(None, TwoLayerNet(jnp.ones((2, 3)), jnp.ones((1, 2)))) is structure.call_module
+    assert structure.model_name(None, TwoLayerNet(0, 1)) == "TwoLayerNet"
     x = jnp.ones(3)
     # every caller, the same kind of error
     with pytest.raises(TypeError, match="module"):
@@ -194,18 +183,18 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
 # ----------------------------------------------------------------- the neuron packing
 def test_neuron_packing_is_one_hashable_value_that_round_trips():
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
-    net = _Net(jax.random.normal(k1, (4, 3)), jax.random.normal(k2, (4,)))
+    net = TwoLayerNet(jax.random.normal(k1, (4, 3)), jax.random.normal(k2, (1, 4)))
     W, layout = structure.neuron_weights(net, net.neuron_axes())
     pk = layout.packing
     assert isinstance(pk, structure.NeuronPacking) and W.shape == (4, 4)
     np.testing.assert_array_equal(pk(net), W)
-    np.testing.assert_array_equal(W, jnp.concatenate([net.w.T, net.v[None]]))  # rows: w's 3 inputs, then v
+    np.testing.assert_array_equal(W, jnp.concatenate([net.U.T, net.V]))  # rows: U's 3 inputs, then V
     back = pk.unpack(2.0 * W, net)
-    np.testing.assert_array_equal(back.w, 2.0 * net.w)
-    np.testing.assert_array_equal(back.v, 2.0 * net.v)
-    other = structure.neuron_weights(_Net(net.w + 1, net.v), net.neuron_axes())[1].packing
+    np.testing.assert_array_equal(back.U, 2.0 * net.U)
+    np.testing.assert_array_equal(back.V, 2.0 * net.V)
+    other = structure.neuron_weights(TwoLayerNet(net.U + 1, net.V), net.neuron_axes())[1].packing
     assert other == pk and hash(other) == hash(pk)  # by value: the trainer compiles once
-    assert layout.unflatten(W).w.shape == net.w.shape
+    assert layout.unflatten(W).U.shape == net.U.shape
 
 
 # ----------------------------------------------------------------- the Theorem-1 probes
