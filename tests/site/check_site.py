@@ -173,6 +173,16 @@ def _shown(cell: dict) -> bool:
     return not ({"remove-cell", "remove-output"} & set(tags))
 
 
+def _chapter_sources(site: Path):
+    """``(path, notebook)`` of every chapter source the site publishes (an unreadable one is reported by
+    check_static)."""
+    for nb_path in sorted((site / "_sources" / "notebooks").glob("ch*.ipynb")):
+        try:
+            yield nb_path, json.loads(nb_path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+
+
 def check_stray_outputs(site: Path) -> list[str]:
     """No stray output on a chapter page: a bare value a cell happens to end with.
 
@@ -181,11 +191,7 @@ def check_stray_outputs(site: Path) -> list[str]:
     have richer representations, prints are ``stream`` outputs.
     """
     problems: list[str] = []
-    for nb_path in sorted((site / "_sources" / "notebooks").glob("ch*.ipynb")):
-        try:
-            nb = json.loads(nb_path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue  # reported by check_static
+    for nb_path, nb in _chapter_sources(site):
         for i, cell in enumerate(nb.get("cells", [])):
             if cell.get("cell_type") != "code" or not _shown(cell):
                 continue
@@ -273,11 +279,7 @@ def check_visible_code(site: Path, limit: int = MAX_VISIBLE_CODE_LINES) -> list[
     """Each chapter shows at most ``limit`` non-blank code lines (cells not hidden or removed) and no
     ``glue(`` call (bookkeeping is not the lesson)."""
     problems: list[str] = []
-    for nb_path in sorted((site / "_sources" / "notebooks").glob("ch*.ipynb")):
-        try:
-            nb = json.loads(nb_path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue  # reported by check_static
+    for nb_path, nb in _chapter_sources(site):
         code = [_visible_code(c) for c in nb.get("cells", [])]
         lines = sum(1 for src in code for line in src.splitlines() if line.strip())
         if lines > limit:
