@@ -69,8 +69,9 @@ from .solutions import sample_switch_on_times as sample_switch_on_times
 
 from ._version import __version__ as __version__
 
+# The 17 names of the three questions. The rooms are reached as attributes (``nqf.structure``, imported above)
+# and are not re-exported: ``from nqf import *`` gives the answers, not the namespaces.
 __all__ = [
-    "architectures", "datasets", "flow", "model", "solutions", "structure", "training", "updates",
     "structure_matrix", "pytree_structure_matrix", "structure_report", "check_hypotheses", "check_theorem1",
     "Architecture",
     "compare_with_nqf", "train", "optimizer", "first_exceedance",
