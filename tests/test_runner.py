@@ -290,6 +290,13 @@ def test_source_notebook_is_clean_and_parameterised(path):
     assert "fidelity" in names and "out_dir" in names
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0]
     assert 'fidelity = "full"' in tagged.source, "the default fidelity must be full"
+    import ast
+
+    for node in ast.parse(tagged.source).body:  # a parameter defaulting to None (quick/full decide) states its range
+        if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant) and node.value.value is None:
+            assert isinstance(node.annotation, ast.Constant) and isinstance(node.annotation.value, str), (
+                f"{path.name}: parameter {node.target.id} declares a bare type; declare its range "
+                f'("positive int", "list[positive float]", ...)')
 
 
 # ------------------------------------------------------ executing chapters
