@@ -143,11 +143,21 @@ def test_colab_cell_installs_the_science_package_only_and_refuses_other_pythons(
     assert "myst_nb" not in path.read_text(encoding="utf-8"), f"{path.name} imports myst_nb (Colab lacks it)"
     code = compile(src, path.name, "exec")
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    calls = []
+    import os
+
+    calls, moved = [], []
     monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args))
+    monkeypatch.setattr(os, "chdir", moved.append)
+    monkeypatch.setattr(os.path, "isdir", lambda p: False)  # no clone yet
+    monkeypatch.setattr(sys, "path", list(sys.path))
     exec(code, {"__name__": "__colab__"})  # same versions afterwards: no restart asked
     assert calls and calls[0][-1] == f"nqf @ git+{url}@{branch}", calls
+    # the recipes (notebooks/chNN_*.py) come from a shallow clone of the same repository and branch, the
+    # chapter runs in its notebooks directory and imports them from there
+    clone = calls[1]
+    assert clone[:2] == ["git", "clone"] and url in clone and clone[clone.index("--branch") + 1] == branch, clone
+    assert moved == [os.path.join(clone[-1], "notebooks")] and sys.path[0] == moved[0]
     monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
     with pytest.raises(RuntimeError, match=r"Python 3\.11 to 3\.13"):
         exec(code, {"__name__": "__colab__"})
-    assert len(calls) == 1  # nothing installed on an unsupported Python
+    assert len(calls) == 2  # nothing installed on an unsupported Python
