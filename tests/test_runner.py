@@ -395,7 +395,9 @@ def test_missing_parameters_cell_is_a_usage_error(tmp_repo):
 
 # --------------------------------------------------------------- the site
 def test_site_build_swaps_only_on_success(tmp_repo):
-    """The real _config.yml, book pages and toc, with a dummy notebook for every listed chapter."""
+    """The real _config.yml, book pages and toc, with a dummy notebook for every listed chapter, build and
+    replace the last site as a whole (the one build of the real book in the tests; the failing builds are
+    in :func:`test_a_failed_chapter_or_a_sphinx_warning_keeps_the_last_site`, on the one-chapter book)."""
     site = tmp_repo / "_build" / "html-quick"
     site.mkdir(parents=True)
     (site / "sentinel.html").write_text("last good site")
@@ -405,29 +407,11 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     for page in (tmp_repo / "book").glob("*.md"):
         if "{glue" in page.read_text():
             page.write_text(f"# {page.stem.title()}\n\nStub: the real page quotes the chapters' glued numbers.\n")
-
-    # 1. a failing chapter: nothing is built
-    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", CELL_ERROR)
+    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
     for stem in listed:
         if stem != CH01:
             make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", passing(nqfbook.chapter_id(stem)))
-    p = run(tmp_repo, "--fidelity", "quick", "--build", "--fail-fast")
-    assert p.returncode == 1 and CH01 in p.stderr and "previous site is unchanged" in p.stderr, out(p)
-    assert (site / "sentinel.html").read_text() == "last good site"
 
-    # 2. chapters pass but Sphinx warns (broken cross-reference): build fails, site kept
-    make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
-    intro = tmp_repo / "book" / "intro.md"
-    good_intro = intro.read_text()
-    intro.write_text(good_intro + "\nSee {doc}`no-such-page`.\n")
-    p = run(tmp_repo, "--fidelity", "quick", "--build")
-    assert p.returncode == 3, out(p)
-    assert "no-such-page" in p.stderr and "previous site is unchanged" in p.stderr
-    assert (site / "sentinel.html").read_text() == "last good site"
-    assert not list((tmp_repo / "_build").glob(".site-*")), "temporary build left behind"
-
-    # 3. a good build replaces the site as a whole
-    intro.write_text(good_intro)
     p = run(tmp_repo, "--fidelity", "quick", "--build")
     assert p.returncode == 0, out(p)
     assert not (site / "sentinel.html").exists()
@@ -498,6 +482,27 @@ def mini_repo(tmp_repo):
     (tmp_repo / "book" / "intro.md").write_text("# Mini book\n\nOne chapter: {doc}`../notebooks/ch01_mini`.\n")
     make_notebook(tmp_repo / "notebooks" / "ch01_mini.ipynb", PASSING)
     return tmp_repo
+
+
+def test_a_failed_chapter_or_a_sphinx_warning_keeps_the_last_site(mini_repo):
+    site = mini_repo / "_build" / "html-quick"
+    site.mkdir(parents=True)
+    (site / "sentinel.html").write_text("last good site")
+    # 1. a failing chapter: nothing is built
+    make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", CELL_ERROR)
+    p = run(mini_repo, "--fidelity", "quick", "--build", "--fail-fast")
+    assert p.returncode == 1 and "ch01_mini" in p.stderr and "previous site is unchanged" in p.stderr, out(p)
+    assert (site / "sentinel.html").read_text() == "last good site"
+
+    # 2. the chapter passes but Sphinx warns (a broken cross-reference): the build fails, the site is kept
+    make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", PASSING)
+    intro = mini_repo / "book" / "intro.md"
+    intro.write_text(intro.read_text() + "\nSee {doc}`no-such-page`.\n")
+    p = run(mini_repo, "--fidelity", "quick", "--build")
+    assert p.returncode == 3, out(p)
+    assert "no-such-page" in p.stderr and "previous site is unchanged" in p.stderr
+    assert (site / "sentinel.html").read_text() == "last good site"
+    assert not list((mini_repo / "_build").glob(".site-*")), "temporary build left behind"
 
 
 def _procs_under(path: Path) -> list[str]:
