@@ -44,7 +44,11 @@ def test_chapter_at_quick_fidelity(notebook):
     failed = [c["name"] for c in data["claims"] if not c["passed"]]
     assert data["passed"] and not failed, f"{notebook.stem}: failed claims {failed}"
     assert data["n_claims"] >= 1
-    assert (ROOT / "_build" / "executed" / "quick" / notebook.name).is_file()
+    executed = ROOT / "_build" / "executed" / "quick" / notebook.name
+    assert executed.is_file()
+    broken = [line for f in sorted((out / "figures" / chid).glob("*.conventions.txt"))
+              for line in f.read_text(encoding="utf-8").splitlines()]
+    assert not broken, f"{notebook.stem}: figures break the conventions (nqf.pipeline.savefig):\n" + "\n".join(broken)
     _quick_never_contradicts_full(data)
     _rules_were_fixed_in_the_history(data)
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]

@@ -135,6 +135,28 @@ def use_style() -> None:
     mpl.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
 
 
+def _no_marker(line) -> bool:
+    return line.get_marker() in (None, "None", "none", "", " ")
+
+
+def _no_line(line) -> bool:
+    return line.get_linestyle() in ("None", "none", "", " ") or line.get_linewidth() == 0
+
+
+def _figure_conventions(fig) -> list[str]:
+    """Where ``fig`` breaks the conventions above, read off its labelled curves: a curve labelled
+    "(measured)" drawn without markers, or one labelled "(theory)" drawn with markers or without a line."""
+    problems = []
+    for i, ax in enumerate(fig.get_axes()):
+        for line in ax.get_lines():
+            label = str(line.get_label())
+            if "(measured)" in label and _no_marker(line):
+                problems.append(f"panel {i}: {label!r} is a measurement drawn without markers (MEASURED_KW)")
+            if "(theory)" in label and (not _no_marker(line) or _no_line(line)):
+                problems.append(f"panel {i}: {label!r} is theory drawn with markers or without a line (THEORY_KW)")
+    return problems
+
+
 def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> dict[str, Path]:
     """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg``.
 
@@ -149,6 +171,10 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
 
     Returns:
         ``{"png": Path, "svg": Path}``.
+
+    Warns (``UserWarning``, "figure convention: ...") for each labelled curve that breaks the book's
+    conventions: a "(measured)" curve without markers, a "(theory)" curve with markers or without a line;
+    the warnings are also written to ``{name}.conventions.txt`` beside the figure (removed once it passes).
     """
     for what, value in (("name", name), ("chapter", chapter)):
         require_value(what, isinstance(value, str) and bool(_NAME_RE.match(value)), "a file-name-safe string",
@@ -168,4 +194,14 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
             if tmp.exists():
                 tmp.unlink()
         paths[fmt] = final
+    problems = [f"figure convention: {chapter}/{name}: {p}" for p in _figure_conventions(fig)]
+    record = folder / f"{name}.conventions.txt"  # read by the chapter tests (the published notebook drops stderr)
+    if problems:
+        import warnings
+
+        record.write_text("\n".join(problems) + "\n", encoding="utf-8")
+        for problem in problems:
+            warnings.warn(problem, UserWarning, stacklevel=2)
+    elif record.exists():
+        record.unlink()
     return paths

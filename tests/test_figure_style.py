@@ -1,0 +1,52 @@
+"""The figure conventions (nqf/pipeline/_style.py): measurements as open markers, theory as lines.
+
+:func:`nqf.pipeline.savefig` reads them off a figure's labelled curves and warns for each curve that breaks
+them; every chapter's figures are checked where test_notebooks runs the chapters (no such warning)."""
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nqf.pipeline import MEASURED_KW, THEORY_KW, savefig  # noqa: E402
+
+T = np.linspace(0, 1, 20)
+
+
+def _saved(tmp_path, draw):
+    fig, ax = plt.subplots()
+    draw(ax)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        savefig(fig, "f", chapter="ch00", out_dir=tmp_path)
+    plt.close(fig)
+    return [str(w.message) for w in seen if "figure convention" in str(w.message)]
+
+
+def test_curves_drawn_by_the_conventions_pass(tmp_path):
+    def draw(ax):
+        ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
+        ax.plot(T, T**2, **MEASURED_KW, label="GD (measured)")
+        ax.plot(T, T**3, marker="o", markevery=5, linewidth=0.6, label="module (measured), a guide line")
+        ax.plot(T, -T, label="unlabelled kind")  # no claim made: not checked
+    assert _saved(tmp_path, draw) == []
+
+
+@pytest.mark.parametrize("kw, label, says", [
+    ({"linestyle": "-"}, "GD (measured)", "measurement drawn without markers"),
+    ({"linestyle": "-", "marker": "o"}, "Thm 6 (theory)", "theory drawn with markers"),
+    ({"linestyle": "None", "marker": "None"}, "Thm 6 (theory)", "without a line"),
+])
+def test_a_curve_against_its_label_is_named(tmp_path, kw, label, says):
+    problems = _saved(tmp_path, lambda ax: ax.plot(T, T, **kw, label=label))
+    assert len(problems) == 1 and says in problems[0] and "ch00/f" in problems[0] and label in problems[0]
+    folder = tmp_path / "figures" / "ch00"
+    assert (folder / "f.png").is_file()  # the figure is still saved, and the problem recorded beside it
+    assert (folder / "f.conventions.txt").read_text().strip() == problems[0]
+    fixed = MEASURED_KW if "(measured)" in label else THEORY_KW
+    assert _saved(tmp_path, lambda ax: ax.plot(T, T, **fixed, label=label)) == []
+    assert not (folder / "f.conventions.txt").exists()  # saved again by the conventions: the record goes
