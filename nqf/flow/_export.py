@@ -86,6 +86,12 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+#: The digest of the sources this process loaded, taken when it imported nqf (``nqf/__init__`` imports every
+#: room, this one among them). Read later, the digest would name sources edited after the import, and an export
+#: traced from the loaded code would be filed under the edited code's key, where a new process would take it.
+_LOADED_SOURCES = _source_digest()
+
+
 def environment() -> str:
     """What besides the call decides the exported program (computed once per process; the modules'
     versions, not the packages' metadata, which costs 0.1 s to read)."""
@@ -104,7 +110,7 @@ def environment() -> str:
         versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "diffrax": diffrax.__version__,
                     "equinox": equinox.__version__, "flatbuffers": getattr(flatbuffers, "__version__", None),
                     "nqf": nqf_version}
-        _environment = json.dumps({"python": sys.version, "versions": versions, "nqf_sources": _source_digest()},
+        _environment = json.dumps({"python": sys.version, "versions": versions, "nqf_sources": _LOADED_SOURCES},
                                   sort_keys=True)
     return _environment
 
