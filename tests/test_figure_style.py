@@ -33,13 +33,14 @@ def test_curves_drawn_by_the_conventions_pass(tmp_path):
         ax.plot(T, T**2, **MEASURED_KW, label="GD (measured)")
         ax.plot(T, T**3, marker="o", markevery=5, linewidth=0.6, label="module (measured), a guide line")
         ax.plot(T, -T, label="unlabelled kind")  # no claim made: not checked
+        ax.plot(T[::5], T[::5], "x", label="Eq. 292 at each K (theory)")  # theory at discrete settings: a cross
     assert _saved(tmp_path, draw) == []
 
 
 @pytest.mark.parametrize("kw, label, says", [
     ({"linestyle": "-"}, "GD (measured)", "measurement drawn without markers"),
-    ({"linestyle": "-", "marker": "o"}, "Thm 6 (theory)", "theory drawn with markers"),
-    ({"linestyle": "None", "marker": "None"}, "Thm 6 (theory)", "without a line"),
+    ({"linestyle": "None", "marker": "o", "markerfacecolor": "none"}, "Thm 6 (theory)", "theory drawn with open markers"),
+    ({"linestyle": "None", "marker": "None"}, "Thm 6 (theory)", "invisibly"),
 ])
 def test_a_curve_against_its_label_is_named(tmp_path, kw, label, says):
     problems = _saved(tmp_path, lambda ax: ax.plot(T, T, **kw, label=label))

@@ -5,7 +5,8 @@ Conventions (BOOK.md, rule 4), used by every chapter:
 * **theory = solid line** (closed forms, numerical solutions of the flow):
   ``ax.plot(t, z_theory, **THEORY_KW, label="Thm 6 (theory)")``;
 * **measurement = markers without a line** (GD/SGD runs, autodiff, fits):
-  ``ax.plot(t, z_gd, **MEASURED_KW, label="GD (measured)")``;
+  ``ax.plot(t, z_gd, **MEASURED_KW, label="GD (measured)")``; a theory value at discrete
+  settings (one per K, say) is a cross (``"x"``, ``"+"``), never an open marker;
 * a second compared curve of the same kind (e.g. module vs its NQF) uses the
   same colour with ``linestyle="--"`` and says so in the legend;
 * colours come from the Okabe–Ito colour-blind-safe cycle :data:`PALETTE`,
@@ -143,17 +144,23 @@ def _no_line(line) -> bool:
     return line.get_linestyle() in ("None", "none", "", " ") or line.get_linewidth() == 0
 
 
+def _open_marker(line) -> bool:
+    return not _no_marker(line) and str(line.get_markerfacecolor()).lower() == "none" \
+        and line.get_marker() not in ("x", "+", "1", "2", "3", "4", "|", "_")
+
+
 def _figure_conventions(fig) -> list[str]:
     """Where ``fig`` breaks the conventions above, read off its labelled curves: a curve labelled
-    "(measured)" drawn without markers, or one labelled "(theory)" drawn with markers or without a line."""
+    "(measured)" drawn without markers, or one labelled "(theory)" drawn with open markers (the measurements'
+    glyph) or with neither a line nor a marker. A theory value at discrete settings may be a cross."""
     problems = []
     for i, ax in enumerate(fig.get_axes()):
         for line in ax.get_lines():
             label = str(line.get_label())
             if "(measured)" in label and _no_marker(line):
                 problems.append(f"panel {i}: {label!r} is a measurement drawn without markers (MEASURED_KW)")
-            if "(theory)" in label and (not _no_marker(line) or _no_line(line)):
-                problems.append(f"panel {i}: {label!r} is theory drawn with markers or without a line (THEORY_KW)")
+            if "(theory)" in label and (_open_marker(line) or (_no_line(line) and _no_marker(line))):
+                problems.append(f"panel {i}: {label!r} is theory drawn with open markers or invisibly (THEORY_KW)")
     return problems
 
 
@@ -173,7 +180,7 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
         ``{"png": Path, "svg": Path}``.
 
     Warns (``UserWarning``, "figure convention: ...") for each labelled curve that breaks the book's
-    conventions: a "(measured)" curve without markers, a "(theory)" curve with markers or without a line;
+    conventions: a "(measured)" curve without markers, a "(theory)" curve with open markers or invisible;
     the warnings are also written to ``{name}.conventions.txt`` beside the figure (removed once it passes).
     """
     for what, value in (("name", name), ("chapter", chapter)):

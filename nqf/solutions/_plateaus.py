@@ -221,7 +221,7 @@ class Diagnosis(NamedTuple):
         return "\n".join(lines)
 
     def plot(self, axes: Any = None):
-        """Loss and eigenvalues of $M$ against optimiser steps: model (measured), the NQF trained by the same
+        """Loss and eigenvalues of $M$ against optimiser steps: model (measured: open markers), the NQF trained by the same
         optimiser (the prediction), the flow (at ``step = t/eta``, when there is one), predicted plateau ends as
         vertical lines and measured ones as markers. ``axes``: two matplotlib axes to draw on (default: a new
         figure). Returns the figure."""
@@ -238,7 +238,9 @@ class Diagnosis(NamedTuple):
         qs = np.asarray(r.nqf_steps, dtype=float)
         qk = (qs > 0) & (qs <= st[-1])
         ax = axes[0]
-        ax.loglog(st[ok], np.asarray(c.module["loss"])[ok], color="C0", label="model (measured)")
+        # measurements as open markers (spaced evenly on the log axis, a thin guide line between them)
+        measured = {"marker": "o", "markerfacecolor": "none", "markersize": 4, "markevery": 0.05, "linewidth": 0.6}
+        ax.loglog(st[ok], np.asarray(c.module["loss"])[ok], color="C0", **measured, label="model (measured)")
         ax.loglog(qs[qk], np.asarray(r.nqf_loss)[qk], "--", color="C1", label="NQF, same optimiser (predicted)")
         if r.eta and r.flow_ts.size:
             fs = r.flow_ts[1:] / r.eta
@@ -250,7 +252,7 @@ class Diagnosis(NamedTuple):
         K = pl.levels.size
         for k in range(max(K, 1)):
             col = f"C{k % 10}"
-            ax.loglog(st[ok], r.eigs_module[ok, k], color=col, label="model (measured)" if k == 0 else None)
+            ax.loglog(st[ok], r.eigs_module[ok, k], color=col, **measured, label="model (measured)" if k == 0 else None)
             ax.loglog(qs[qk], r.nqf_eigs[qk, k], "--", color=col, label="NQF, same optimiser (predicted)" if k == 0
                       else None)
         for k in range(K):
