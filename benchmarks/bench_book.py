@@ -70,6 +70,16 @@ def chapter_times(out: Path, fidelity: str) -> dict[str, float]:
     }
 
 
+def chapter_compilations(out: Path, fidelity: str) -> dict[str, dict]:
+    """Per chapter run (passed, not cached): JAX's compilations in its kernel (from the runner's timings)."""
+    path = out / fidelity / "timings.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {stem: v["compilations"] for stem, v in data.get("chapters", {}).items()
+            if v.get("status") == "passed" and not v.get("cached") and v.get("compilations")}
+
+
 _REFERENCE = r"""
 import time, numpy as np, jax, jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
@@ -214,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_reference": {"before": reference_before, "after": reference_after},
         "cold_jax_cache": not (args.here and args.warm),
         "chapters": {s: {"quick": quick.get(s), "full": full.get(s)} for s in sorted(set(quick) | set(full))},
+        "compilations": {fid: chapter_compilations(out, fid) for fid in ("quick", "full")},
         "commands": results,
         "site_build_seconds": site_secs,
         "budgets": budgets,

@@ -338,3 +338,32 @@ def test_by_fidelity_types_a_setting_by_the_one_parameter_rule():
     assert parameter_type(None, annotation="'int'").name == "int or None"  # a quoted annotation
     assert parameter_type(3, annotation="Path").name == "int"  # an unknown annotation: the default types it
     assert parameter_type(None).accepts(object())  # no annotation, default None: anything
+
+
+def test_a_chapter_records_its_compilations_beside_its_claims(tmp_path, monkeypatch):
+    """start_chapter counts JAX's compilations (lowerings: one per jit cache miss) until finish(), which
+    writes them to ``<chapter>.compilations.json`` beside the claims; a cached program adds none."""
+    import json
+
+    import jax
+    import jax.numpy as jnp
+
+    from nqf.pipeline import _chapter
+
+    monkeypatch.setattr(_chapter, "_history", lambda: [])  # not an interactive session
+    claims = _chapter.start_chapter("ch99", "quick", tmp_path)
+
+    @jax.jit
+    def f(x):
+        return jnp.sin(x) * 3.0
+
+    f(jnp.ones(3)), f(jnp.zeros(3)), f(jnp.ones(4))  # two shapes: two programs
+    claims.less("a paper claim", 0.5, 1.0, kind="paper")
+    claims.finish()
+    counts = json.loads((tmp_path / "claims" / "ch99.compilations.json").read_text())
+    assert counts["lowerings"] >= 2 and counts["lowering_seconds"] > 0
+    claims2 = _chapter.start_chapter("ch98", "quick", tmp_path)
+    f(jnp.ones(3)), f(jnp.ones(4))  # compiled already: nothing new
+    claims2.less("a paper claim", 0.5, 1.0, kind="paper")
+    claims2.finish()
+    assert json.loads((tmp_path / "claims" / "ch98.compilations.json").read_text())["lowerings"] == 0

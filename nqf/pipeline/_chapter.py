@@ -18,6 +18,37 @@ from ._style import use_style
 
 FIDELITIES = ("quick", "full")
 
+_LOWERING = "/jax/core/compile/jaxpr_to_mlir_module_duration"  # one per jit cache miss (tests/helpers.py)
+_BACKEND = "/jax/core/compile/backend_compile_duration"  # XLA's compile (skipped on a persistent-cache hit)
+
+
+class _CompileCounter:
+    """JAX's compilations in this process since the chapter started: lowerings (one per cache miss of a
+    jitted program) and the seconds spent lowering and in XLA's backend compile."""
+
+    totals = {"lowerings": 0, "lowering_seconds": 0.0, "backend_compiles": 0, "backend_compile_seconds": 0.0}
+    _listening = False
+
+    def __init__(self):
+        if not _CompileCounter._listening:
+            jax.monitoring.register_event_duration_secs_listener(_CompileCounter._event)
+            _CompileCounter._listening = True
+        self.start = dict(self.totals)
+
+    @staticmethod
+    def _event(event: str, duration: float, **_) -> None:
+        t = _CompileCounter.totals
+        if event == _LOWERING:
+            t["lowerings"] += 1
+            t["lowering_seconds"] += duration
+        elif event == _BACKEND:
+            t["backend_compiles"] += 1
+            t["backend_compile_seconds"] += duration
+
+    def since_start(self) -> dict:
+        return {k: round(v - self.start[k], 3) if isinstance(v, float) else v - self.start[k]
+                for k, v in self.totals.items()}
+
 
 def _check_fidelity(name: str, value: Any, what: str = "") -> None:
     require_value(name, value in FIDELITIES, f"'quick' or 'full'{what}", repr(value))
@@ -26,7 +57,8 @@ def _check_fidelity(name: str, value: Any, what: str = "") -> None:
 def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Claims:
     """Start a chapter: float64 for JAX (the book's tolerances need it; call this before creating any
     array), the book's figure style, the fidelity checked (``"quick"`` or ``"full"``), and the collector
-    of the chapter's claims, which writes ``<out_dir>/claims/<chapter>.json``.
+    of the chapter's claims, which writes ``<out_dir>/claims/<chapter>.json`` (and, beside it, the count of
+    JAX compilations since this call: ``<chapter>.compilations.json``, which the runner adds to its timings).
 
     The science package never flips JAX flags; the chapters do, through this call.
     """
@@ -40,7 +72,9 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         _check_out_dir(out_dir)
     jax.config.update("jax_enable_x64", True)
     use_style()
-    return Claims(chapter, fidelity, out_dir)
+    claims = Claims(chapter, fidelity, out_dir)
+    claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
+    return claims
 
 
 def _check_out_dir(out_dir: Any) -> None:

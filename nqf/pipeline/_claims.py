@@ -140,6 +140,7 @@ class Claims:
         self.out_dir = pathlib.Path(out_dir)
         self._claims: list[Claim] = []
         self._verdicts: list[Verdict] = []
+        self._compilations = None  # start_chapter's counter: written beside the claims by finish()
 
     # ------------------------------------------------------------------ adding
     def _add(self, claim: Claim) -> bool:
@@ -315,6 +316,9 @@ class Claims:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        if self._compilations is not None:  # the chapter's compile cost, for the runner's timings (not a claim)
+            side = path.with_name(f"{self.chapter}.compilations.json")
+            side.write_text(json.dumps(self._compilations.since_start(), indent=1) + "\n", encoding="utf-8")
 
         where = f"{self.chapter} ({self.fidelity})"
         require(bool(self._claims), ClaimError, f"{where}: no claims were recorded")
