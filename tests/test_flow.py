@@ -250,10 +250,13 @@ def test_automatic_choices_give_the_flow_of_every_explicit_choice(m, p):
     data = _data(m, p, seed=4)
     M0 = _M0(p, seed=5)
     ref = nqf.gradient_flow(M0, data, TS, solver="dopri8", statistics=False, rtol=1e-13, atol=1e-17).ys
+    # every solver at the first shape; at the others (where the automatic statistics path changes with m and p)
+    # the automatic solver on both paths: each (solver, path, shape) is its own compiled program
+    solvers = ("auto", "dopri8", "tsit5", "dopri5") if (m, p) == (40, 3) else ("auto",)
     for rtol, tol in ((1e-10, 1e-8), (1e-5, 1e-3)):
         auto = nqf.gradient_flow(M0, data, TS, rtol=rtol)
         assert flow.trajectory_error(auto.ys, ref) < tol
-        for solver in ("auto", "dopri8", "tsit5", "dopri5"):
+        for solver in solvers:
             for statistics in (None, True, False):
                 sol = nqf.gradient_flow(M0, data, TS, rtol=rtol, solver=solver, statistics=statistics)
                 assert flow.trajectory_error(sol.ys, ref) < tol, (rtol, solver, statistics)
