@@ -134,3 +134,12 @@ def windows(run: OnlineRun, threshold: float, *, metric: str) -> np.ndarray:
     w = first_exceedance(run.steps, np.where(np.isfinite(gap), gap, 0.0), threshold)
     w = np.where(np.isfinite(w), w, float(run.steps[-1]))
     return np.where(run.diverged, np.nan, w)
+
+
+def split_runs(run: OnlineRun, sizes) -> list:
+    """The runs of one call in consecutive groups of ``sizes`` runs (vmapped together, read apart)."""
+    edges = np.cumsum([0, *[int(n) for n in sizes]])
+    if edges[-1] != run.diverged.size:
+        raise ValueError(f"sizes: they must add up to the {run.diverged.size} runs, got {list(sizes)}")
+    return [OnlineRun(run.steps, {k: v[a:b] for k, v in run.probe_loss.items()}, run.output_gap[a:b],
+                      run.loss_gap[a:b], run.c_norm2[a:b], run.diverged[a:b]) for a, b in zip(edges[:-1], edges[1:])]

@@ -1,6 +1,11 @@
 """Chapter 8's recipe for Fig. 8: several models (a deep module, its 2-layer NQF, its 1-layer NQF) trained full batch
-with one optimiser on a teacher's data, seeds vmapped (one dataset per seed): one :func:`nqf.training.train` per model,
-recording training and test loss (Eq. 26)."""
+with one optimiser on a teacher's data, seeds vmapped (one dataset per seed), recording training and test loss (Eq. 26)
+at every step.
+
+The models are trained in one :func:`nqf.training.train` on the tuple of their parameters with the sum of their losses:
+their parameters are disjoint and the optimisers act leaf by leaf (GD, heavy-ball momentum, Adam), so this is the
+separate runs, exactly. The three optimisers of the figure are one transformation, :func:`gd_momentum_adam`, chosen by
+traced numbers, so every run of one module (optimiser, rate, initial scale) reuses one compiled program."""
 
 from typing import Callable, NamedTuple
 
@@ -9,6 +14,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from nqf.model import mse
 from nqf.training import optimizer, train
@@ -52,6 +58,21 @@ def seeded_inputs(arch, seeds, *, tag: int, n_train: int, n_test: int):
     return (xs[:, :n_train], ys[:, :n_train]), (xs[:, n_train:], ys[:, n_train:]), Z
 
 
+def gd_momentum_adam(learning_rate, momentum=0.0, adam=0.0):
+    """GD with heavy-ball ``momentum`` (0: plain GD, exactly) when ``adam`` is 0, Adam (optax's defaults) when it is
+    1, both at ``learning_rate``: the three optimisers of Fig. 8 as one transformation whose choice is a number, so
+    ``nqf.training.optimizer(gd_momentum_adam, eta, momentum=m, adam=a)`` compiles once for all of them (both
+    updates are computed, one is kept)."""
+    sgd, ad = optax.sgd(learning_rate, momentum=momentum), optax.adam(learning_rate)
+
+    def update(grads, state, params=None):
+        us, ss = sgd.update(grads, state[0], params)
+        ua, sa = ad.update(grads, state[1], params)
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(adam > 0.5, a, b), ua, us), (ss, sa)
+
+    return optax.GradientTransformation(lambda params: (sgd.init(params), ad.init(params)), update)
+
+
 class ModelLoss(eqx.Module):
     apply: Callable
 
@@ -59,11 +80,20 @@ class ModelLoss(eqx.Module):
         return mse(jax.vmap(lambda x: self.apply(params, x))(batch[0]), batch[1])
 
 
+class SumLoss(eqx.Module):
+    """The sum of the models' losses on the tuple of their parameters (disjoint: the separate runs)."""
+
+    losses: tuple
+
+    def __call__(self, params, batch, args):
+        return sum(loss(p, batch, args) for loss, p in zip(self.losses, params))
+
+
 class TrainTest(eqx.Module):
-    loss: ModelLoss
+    losses: tuple
 
     def __call__(self, params, args):
-        return self.loss(params, args["train"], None), self.loss(params, args["test"], None)
+        return tuple((loss(p, args["train"], None), loss(p, args["test"], None)) for loss, p in zip(self.losses, params))
 
 
 class SideBySide(NamedTuple):
@@ -76,14 +106,19 @@ class SideBySide(NamedTuple):
 
 
 def train_side_by_side(applies, params0, optimizer, *, train_data, test_data, num_steps, record_every) -> SideBySide:
-    """Model i is ``applies[i](params, x)`` from ``params0[i]``; every leaf and both datasets carry the seed axis."""
-    runs = [train(ModelLoss(apply), p0, optimizer, num_steps=num_steps, data=train_data, record=TrainTest(ModelLoss(apply)),
-                  args={"train": train_data, "test": test_data}, record_every=record_every,
-                  vmap=("params", "data", "args"), on_divergence="ignore") for apply, p0 in zip(applies, params0)]
-    return SideBySide(runs[0].steps, tuple(r.record[0] for r in runs), tuple(r.record[1] for r in runs),
-                      tuple(r.batch_loss for r in runs), tuple(r.params for r in runs),
-                      tuple(np.asarray(r.diverged) | ~(np.isfinite(r.record[0]).all(-1) & np.isfinite(r.record[1]).all(-1))
-                            for r in runs))
+    """Model i is ``applies[i](params, x)`` from ``params0[i]``; every leaf and both datasets carry the seed axis.
+    One :func:`nqf.training.train` for all the models; the losses are recorded at every step (``step_loss``) and
+    returned every ``record_every`` steps (``train_loss``, ``test_loss``)."""
+    if num_steps % record_every:
+        raise ValueError(f"record_every ({record_every}) must divide num_steps ({num_steps})")
+    losses = tuple(ModelLoss(apply) for apply in applies)
+    run = train(SumLoss(losses), tuple(params0), optimizer, num_steps=num_steps, data=train_data,
+                record=TrainTest(losses), args={"train": train_data, "test": test_data}, record_every=1,
+                vmap=("params", "data", "args"), on_divergence="ignore")
+    tr, te = (tuple(np.asarray(r[j]) for r in run.record) for j in (0, 1))
+    return SideBySide(run.steps[::record_every], tuple(a[:, ::record_every] for a in tr),
+                      tuple(a[:, ::record_every] for a in te), tuple(a[:, :num_steps] for a in tr), tuple(run.params),
+                      tuple(~(np.isfinite(a).all(-1) & np.isfinite(b).all(-1)) for a, b in zip(tr, te)))
 
 
 def log_loss_gap(reference, other):
@@ -142,9 +177,11 @@ def curvature_along_gd(applies, params0, train_data, learning_rate, *, num_steps
     for apply, p0 in zip(applies, params0):
         run = train(ModelLoss(apply), p0, optimizer("sgd", float(learning_rate)), num_steps=num_steps, data=train_data,
                     record=ParamsRecord(), record_every=check_every, vmap=("params", "data"), on_divergence="ignore")
-        n = run.steps.size
-        lam = np.stack([sharpness(apply, jax.tree_util.tree_map(lambda a, k=k: a[:, k], run.record), train_data)
-                        for k in range(n)], axis=-1)
+        S, n = np.shape(jax.tree_util.tree_leaves(run.record)[0])[:2]
+        # every checked step of every seed in one vmapped call: lane k * S + s is seed s at check k
+        at = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1).reshape((n * S,) + a.shape[2:]), run.record)
+        tiled = jax.tree_util.tree_map(lambda a: jnp.tile(a, (n,) + (1,) * (a.ndim - 1)), train_data)
+        lam = sharpness(apply, at, tiled).reshape(n, S).T
         lams.append(np.where(np.isfinite(lam), lam, np.inf))
         divs.append(np.asarray(run.diverged))
     return np.stack(lams), np.stack(divs)

@@ -12,7 +12,7 @@ from nqf.model import deep_nqf_apply, deep_nqf_loss, layer_statistics
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_deep import deep_nqf_gd  # noqa: E402
+from ch08_deep import deep_nqf_gd, theorem14, theorem15  # noqa: E402
 
 ARCH = architectures.deep_mlp(k=4, hidden=(5, 6, 7))
 
@@ -45,3 +45,11 @@ def test_deep_nqf_gd_compiles_once_for_new_data_and_rates():
     with count_compilations() as seen:
         deep_nqf_gd(Ws2, ARCH.forms, xs, ys2, learning_rates=(0.01, 0.03), num_steps=3)
     assert seen == []
+
+
+def test_theorem14_and_15_hold_to_rounding_on_a_small_module():
+    v = theorem14(ARCH, (4, 4), key=jax.random.PRNGKey(5), m=12, batch=4, num_steps=5, eta=0.05)
+    assert v["same"] < 1e-10 and v["update"] < 1e-10 and v["forms"] < 1e-12
+    assert v["neurons"] > 1e-2 and v["moved"] > 1e-3  # the weights differ, the order parameters move
+    w = theorem15(ARCH, (12, 12), key=jax.random.PRNGKey(6), m=10, num_steps=5, eta=0.05)
+    assert w["narrow"] == tuple(p + 1 for p in ARCH.ps) and w["dev"] < 1e-10 and w["moved"] > 1e-3

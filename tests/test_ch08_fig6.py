@@ -6,13 +6,14 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from nqf import architectures
 from nqf.structure import nqf_output
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, windows  # noqa: E402
+from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, split_runs, windows  # noqa: E402
 
 ARCH = architectures.two_layer_mlp(3)
 
@@ -89,3 +90,17 @@ def test_online_compiles_once_for_new_seeds_and_rates():
     with count_compilations() as seen:
         online_teacher_student(ARCH, (3, 4), [0.02, 0.01], **kw)
     assert seen == []
+
+
+def test_split_runs_reads_a_call_in_groups():
+    kw = dict(d=4, eps=1e-3, batch=4, num_steps=8, n_probe=8)
+    both = online_teacher_student(ARCH, (1, 2, 1), [0.05, 0.05, 0.5], **kw)
+    a, b = split_runs(both, [2, 1])
+    alone = online_teacher_student(ARCH, (1,), [0.5], **kw)
+    assert a.loss_gap.shape == (2, 9) and b.diverged.shape == (1,)
+    scale = np.max(np.abs(alone.probe_loss["module"]))
+    for k in ("module", "nqf"):  # the same run vmapped beside others: equal to rounding
+        np.testing.assert_allclose(b.probe_loss[k], alone.probe_loss[k], rtol=1e-8, atol=1e-12 * scale)
+    np.testing.assert_array_equal(a.c_norm2, both.c_norm2[:2])
+    with pytest.raises(ValueError, match="add up"):
+        split_runs(both, [2, 2])

@@ -13,8 +13,8 @@ from nqf import architectures
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig8 import (log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs, sharpness,  # noqa: E402
-                       teacher_data, train_side_by_side)
+from ch08_fig8 import (gd_momentum_adam, log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs,  # noqa: E402
+                       sharpness, teacher_data, train_side_by_side)
 
 
 def test_side_by_side_equals_separate_optax_runs():
@@ -98,3 +98,46 @@ def test_sharpness_and_pilot_rate_on_a_linear_model():
     eta, history = pilot_learning_rate((apply,), (w0,), (X, y), num_steps=10, check_every=5)
     np.testing.assert_allclose(eta, 1 / lam.max(), rtol=1e-6)
     assert len(history) == 1 and not history[0][2]
+
+
+def test_gd_momentum_adam_is_each_optax_optimiser_and_compiles_once():
+    """GD, heavy-ball momentum and Adam chosen by traced numbers: each equals its optax optimiser step by step, and
+    the three runs of the trainer share one compiled program."""
+    W = {"a": jnp.array([[0.3, -1.2], [0.5, 2.0]]), "b": jnp.array([0.7, -0.1])}
+    loss = lambda p: jnp.sum(p["a"] ** 4) + jnp.sum(jnp.sin(p["b"])) + jnp.sum(p["a"] @ p["b"])  # noqa: E731
+    for ours, ref in (((0.05, 0.0, 0.0), optax.sgd(0.05)), ((0.01, 0.9, 0.0), optax.sgd(0.01, momentum=0.9)),
+                      ((0.02, 0.0, 1.0), optax.adam(0.02))):
+        mine = gd_momentum_adam(ours[0], momentum=ours[1], adam=ours[2])
+        with jax.numpy_dtype_promotion("standard"):  # plain optax Adam mixes its int32 step count with floats
+            p, q, s, t = W, W, mine.init(W), ref.init(W)
+            for _ in range(5):
+                u, s = mine.update(jax.grad(loss)(p), s, p)
+                v, t = ref.update(jax.grad(loss)(q), t, q)
+                p, q = optax.apply_updates(p, u), optax.apply_updates(q, v)
+        for x, y in zip(jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(q)):
+            np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15)
+    arch = architectures.two_layer_mlp(3)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    W0 = 0.1 * jax.random.normal(keys[0], (2, arch.p, 4))
+    train, test = teacher_data(arch, jax.random.normal(keys[1], (2, arch.p, 2)), key=keys[0], n_train=10, n_test=6)
+    kw = dict(train_data=train, test_data=test, num_steps=10, record_every=5)
+    train_side_by_side((arch.apply,), (W0,), nqf.optimizer(gd_momentum_adam, 0.05, momentum=0.0, adam=0.0), **kw)
+    with count_compilations() as seen:
+        train_side_by_side((arch.apply,), (W0,), nqf.optimizer(gd_momentum_adam, 0.005, momentum=0.9, adam=0.0), **kw)
+        train_side_by_side((arch.apply,), (W0,), nqf.optimizer(gd_momentum_adam, 0.01, momentum=0.0, adam=1.0), **kw)
+    assert seen == []
+
+
+def test_side_by_side_models_are_separate_runs():
+    """Trained in one call on the sum of their losses, each model follows its own run (Adam acts leaf by leaf)."""
+    arch = architectures.deep_mlp(k=3, hidden=(4, 4, 4))
+    train, test, Z = seeded_inputs(arch, (3, 4), tag=9, n_train=20, n_test=10)
+    Ws = tuple(0.3 * z for z in Z)
+    W1 = jax.vmap(lambda *W: arch.collapse(W))(*Ws)
+    opt = nqf.optimizer("adam", 0.02)
+    kw = dict(train_data=train, test_data=test, num_steps=6, record_every=3)
+    both = train_side_by_side((arch.apply, arch.one_layer_nqf), (Ws, W1), opt, **kw)
+    alone = train_side_by_side((arch.one_layer_nqf,), (W1,), opt, **kw)
+    np.testing.assert_allclose(both.step_loss[1], alone.step_loss[0], rtol=1e-12)
+    np.testing.assert_allclose(both.test_loss[1], alone.test_loss[0], rtol=1e-12)
+    assert both.steps.tolist() == [0, 3, 6] and both.step_loss[0].shape == (2, 6)
