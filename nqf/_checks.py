@@ -250,7 +250,8 @@ def failed(what: str, why: str) -> RuntimeError:
 def error_if(x, pred, message: str):
     """``equinox.error_if``: return ``x``, raising ``message`` when ``pred`` holds at run time.
 
-    Use for values that only exist inside ``jit`` (the two-tier convention of STYLE.md).
+    Use for values that only exist inside ``jit`` (the two-tier convention: plain checks outside ``jit``,
+    ``eqx.error_if`` inside).
     """
     import equinox as eqx
 

@@ -1,6 +1,6 @@
 """Shared array-shape aliases (jaxtyping) used across :mod:`nqf`.
 
-Dimension names follow the paper's conventions (PAPER.md):
+Dimension names follow the paper's conventions:
 ``p`` parameters per neuron, ``d`` neurons (width), ``m`` samples,
 ``o`` outputs (vector-valued modules, App. B.2), ``T`` saved times.
 """

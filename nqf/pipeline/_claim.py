@@ -10,7 +10,7 @@ import math
 import re
 from typing import Optional
 
-#: The kinds of claim (BOOK.md rule 11), in the order the table shows them.
+#: The kinds of claim, in the order the table shows them.
 KINDS = ("paper", "finding", "sanity")
 
 

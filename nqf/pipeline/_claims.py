@@ -1,6 +1,6 @@
 """Named quantitative claims of a chapter, checked and written to JSON.
 
-Every chapter of the book ends with a *claims cell* (BOOK.md, rules 6, 9, 11):
+Every chapter of the book ends with a *claims cell*:
 each quantitative statement of the chapter becomes a named claim
 ``(measured, predicted, tolerance)`` or a bound, labelled by its **kind**; all
 claims are written to ``{out_dir}/claims/{chapter}.json``, and any failed claim
@@ -112,7 +112,7 @@ def _tol(value: Any, what: str, claim: str) -> Optional[float]:
 def _check_kind(name: str, kind: Any) -> str:
     require_kind(
         "kind", kind is not _MISSING and kind is not None,
-        f"given for claim {name!r}: kind='paper', 'finding' or 'sanity' (BOOK.md rule 11): "
+        f"given for claim {name!r}: kind='paper', 'finding' or 'sanity' (only paper claims count as evidence): "
         "'paper' for an independent measurement against the paper's prediction, 'finding' for the "
         "book's own result, 'sanity' for a hypothesis met by our data or an identity of our code",
         None if kind is _MISSING else kind)

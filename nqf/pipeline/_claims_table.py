@@ -210,7 +210,7 @@ class ClaimsTable:
 class ClaimsSummary:
     """What :meth:`Claims.finish` returns: the counts, shown as one line in the notebook.
 
-    The line quotes the number of *paper* claims only (BOOK.md rule 11); the
+    The line quotes the number of *paper* claims only (only they are evidence); the
     findings and sanity checks are counted in their own tables.
 
     Attributes:

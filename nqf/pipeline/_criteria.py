@@ -1,4 +1,4 @@
-r"""Helpers for thresholds fixed before the runs (BOOK.md rule 10): the confidence interval of a seed mean
+r"""Helpers for thresholds fixed before the runs: the confidence interval of a seed mean
 and the band a statement "about x" covers. The decision itself is :mod:`nqf.pipeline._verdicts`
 (:func:`nqf.pipeline.judge`), the one rule for every figure.
 """

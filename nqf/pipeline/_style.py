@@ -1,6 +1,6 @@
 """One figure style for the whole book, and predictable figure paths.
 
-Conventions (BOOK.md, rule 4), used by every chapter:
+Conventions, used by every chapter:
 
 * **theory = solid line** (closed forms, numerical solutions of the flow):
   ``ax.plot(t, z_theory, **THEORY_KW, label="Thm 6 (theory)")``;

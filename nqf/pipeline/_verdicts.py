@@ -1,4 +1,4 @@
-r"""Verdicts on the paper's figure-level claims: one rule, three outcomes (BOOK.md rule 10).
+r"""Verdicts on the paper's figure-level claims: one rule, three outcomes.
 
 A figure's claim ("the NQF tracks the module for about 100 steps", "the 2-layer NQF is closer than the
 1-layer one") is judged by a :class:`Rule` fixed *before* the runs that judge it: what is measured per
@@ -85,7 +85,7 @@ def _check_seeds(what: str, seeds: Any) -> tuple[int, ...]:
 class RuleChange:
     """A change to a rule made after a run had been seen: when, in which commit, what and why.
 
-    The page lists every one beside its rule (BOOK.md rule 10); the git history is the record.
+    The page lists every one beside its rule; the git history is the record.
     """
 
     date: str
