@@ -4,10 +4,12 @@ at once: one :func:`nqf.training.compare_with_nqf`, read as recovered singular v
 
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf import structure
 from nqf.training import compare_with_nqf
 
 
@@ -17,12 +19,34 @@ def half_times(steps, ratio):
     return np.where(above.any(axis=-2), np.asarray(steps)[np.argmax(above, axis=-2)].astype(float), np.inf)
 
 
+# ---------------------------------------------------------------- the definition check, compiled whole
+def feature_form_error(module, x, key):
+    """The definition check of the NQF's feature form on one input ``x``: ``max |NQF - f(0) - feature_output| /
+    max |NQF - f(0)|`` at a random ``W`` of scale 0.3 drawn from ``key``, the NQF matrix-free from the module."""
+    shape = (module.arch.p, module.d)
+    return float(_feature_form_error(module, 0.3 * np.asarray(jax.random.normal(key, shape)), np.zeros(shape), x))
+
+
+@eqx.filter_jit
+def _feature_form_error(module, W, zero, x):
+    f0 = module.arch.apply(zero, x)
+    q = structure.nqf_output(module.arch, W, x)
+    return jnp.max(jnp.abs(q - f0 - module.feature_output(W, x))) / jnp.max(jnp.abs(q - f0))
+
+
 # ---------------------------------------------------------------- lanes: one run per (seed, sigma), issue 28
 def seed_directions(module, seeds):
     """The initial directions ``Z`` of integer ``seeds``, ``(S, p, d)``: seed ``s`` draws ``Z ~ N(0, 1)`` from
-    ``jax.random.PRNGKey(s)`` (a seed names its run, so a fresh confirmation seed is a fresh draw)."""
-    keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.asarray(seeds, dtype=np.int64)))
-    return jax.vmap(lambda k: jax.random.normal(k, (module.arch.p, module.d)))(keys)
+    ``jax.random.PRNGKey(s)`` (a seed names its run, so a fresh confirmation seed is a fresh draw). One draw per
+    seed: jax.random.normal's compiled program for the shape ``(p, d)`` serves every seed and every other draw of
+    that shape (a vmapped draw would compile its own)."""
+    shape = (module.arch.p, module.d)
+    return np.stack([np.asarray(jax.random.normal(jax.random.PRNGKey(int(s)), shape)) for s in np.ravel(seeds)])
+
+
+@eqx.filter_jit
+def _outputs(arch, W, xs):  # W an argument: XLA (CPU, jax 0.10.2) turned a constant zero W into NaN for the CNN
+    return jax.vmap(lambda x: arch.apply(W, x))(xs)
 
 
 class Fig2Lanes(NamedTuple):
@@ -72,15 +96,15 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
     sig = np.asarray(sigmas, dtype=float).reshape(-1)
     if seeds.shape != sig.shape:
         raise ValueError(f"seeds and sigmas must have one entry per lane, got {seeds.shape} and {sig.shape}")
+    # host-side (numpy) gather, scale and slice: eager jax ops would compile one small program each, per shape
     uniq, inv = np.unique(seeds, return_inverse=True)
-    Z = seed_directions(module, uniq)[jnp.asarray(inv)]
-    W0 = jnp.asarray(sig)[:, None, None] * Z
-    probe = jax.tree_util.tree_map(lambda a: a[:n_probe], teacher.xs)
+    W0 = sig[:, None, None] * seed_directions(module, uniq)[inv]
+    probe = jax.tree_util.tree_map(lambda a: np.asarray(a)[:n_probe], teacher.xs)
     res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps=num_steps, probe=probe,
                            track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
                            record_every=record_every, nqf_form=module.feature_output)
-    f0 = jax.vmap(lambda x: module.arch.apply(jnp.zeros((module.arch.p, module.d)), x))(probe)
-    signal = float(jnp.sqrt(jnp.sum((jnp.asarray(teacher.ys[:n_probe]) - f0) ** 2)))
+    f0 = np.asarray(_outputs(module.arch, np.zeros((module.arch.p, module.d)), probe))
+    signal = float(np.sqrt(np.sum((np.asarray(teacher.ys)[:n_probe] - f0) ** 2)))
     r = teacher.s.size
     mod, nq = (np.asarray(x["singular_values"])[..., :r] / teacher.s for x in (res.module, res.nqf))
     om, on = np.asarray(res.module["outputs"]), np.asarray(res.nqf["outputs"])

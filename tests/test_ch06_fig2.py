@@ -14,8 +14,9 @@ from nqf.training import optimizer
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch06_fig2 import (fig2_lanes, half_times, judged_modes, learning_phase_end, nqf_seed_to_seed,  # noqa: E402
-                       order_stat, seed_directions, switch_on_band, switch_on_stat, window_growth)
+from ch06_fig2 import (_outputs, feature_form_error, fig2_lanes, half_times, judged_modes,  # noqa: E402
+                       learning_phase_end, nqf_seed_to_seed, order_stat, seed_directions, switch_on_band,
+                       switch_on_stat, window_growth)
 
 MLP = fig2_modules(key=jax.random.PRNGKey(20))[0]
 TEACHER = low_rank_teacher(MLP, 60, key=jax.random.PRNGKey(0))
@@ -34,6 +35,17 @@ def test_fig2_lanes_compiles_once_for_new_data_rate_and_seeds():
     with count_compilations() as seen:
         fig2_lanes(MLP, t2, nqf.optimizer("sgd", 0.02), num_steps=10, seeds=[5, 6], sigmas=[0.1, 0.01], n_probe=10)
     assert seen == []
+
+
+def test_feature_form_check_and_outputs_at_zero_compiled():
+    cnn = fig2_modules(key=jax.random.PRNGKey(20))[1]
+    t = low_rank_teacher(cnn, 100, key=jax.random.PRNGKey(3))
+    x0 = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], t.xs)
+    assert feature_form_error(cnn, x0, jax.random.PRNGKey(30)) < 1e-12
+    # a zero W passed as an argument: jit(vmap(apply)) with a constant zero W gave NaN for 100 CNN inputs (XLA, CPU)
+    zero = np.zeros((cnn.arch.p, cnn.d))
+    eager = jax.vmap(lambda x: cnn.arch.apply(jnp.asarray(zero), x))(t.xs)
+    np.testing.assert_array_equal(_outputs(cnn.arch, zero, np.asarray(t.xs)), eager)
 
 
 def _lanes(seeds, sigmas, **kw):
