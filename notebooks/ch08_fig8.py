@@ -1,6 +1,6 @@
 """Chapter 8's recipe for Fig. 8: several models (a deep module, its 2-layer NQF, its 1-layer NQF) trained full batch
 with one optimiser on a teacher's data, seeds vmapped (one dataset per seed), recording training and test loss (Eq. 26)
-at every step.
+at every step (test loss: every ``record_every`` steps).
 
 The models are trained in one :func:`nqf.training.train` on the tuple of their parameters with the sum of their losses:
 their parameters are disjoint and the optimisers act leaf by leaf (GD, heavy-ball momentum, Adam), so this is the
@@ -89,11 +89,24 @@ class SumLoss(eqx.Module):
         return sum(loss(p, batch, args) for loss, p in zip(self.losses, params))
 
 
-class TrainTest(eqx.Module):
+class TrainAndParams(eqx.Module):
+    """At every step: each model's training loss and its parameters (the test losses are read from these afterwards,
+    on the recorded steps only)."""
+
     losses: tuple
 
     def __call__(self, params, args):
-        return tuple((loss(p, args["train"], None), loss(p, args["test"], None)) for loss, p in zip(self.losses, params))
+        return tuple(loss(p, args, None) for loss, p in zip(self.losses, params)), params
+
+
+@eqx.filter_jit
+def _test_losses(losses, params, test):
+    """Each model's loss on ``test`` at its recorded parameters (leaves ``(S, T, ...)``, ``test`` ``(S, n, ...)``)."""
+
+    def one_seed(ps, t):
+        return tuple(jax.vmap(lambda p, loss=loss: loss(p, t, None))(pp) for loss, pp in zip(losses, ps))
+
+    return jax.vmap(one_seed)(params, test)
 
 
 class SideBySide(NamedTuple):
@@ -107,17 +120,20 @@ class SideBySide(NamedTuple):
 
 def train_side_by_side(applies, params0, optimizer, *, train_data, test_data, num_steps, record_every) -> SideBySide:
     """Model i is ``applies[i](params, x)`` from ``params0[i]``; every leaf and both datasets carry the seed axis.
-    One :func:`nqf.training.train` for all the models; the losses are recorded at every step (``step_loss``) and
-    returned every ``record_every`` steps (``train_loss``, ``test_loss``)."""
+    One :func:`nqf.training.train` for all the models; the training losses are recorded at every step
+    (``step_loss``) and returned every ``record_every`` steps with the test losses there (``train_loss``,
+    ``test_loss``)."""
     if num_steps % record_every:
         raise ValueError(f"record_every ({record_every}) must divide num_steps ({num_steps})")
     losses = tuple(ModelLoss(apply) for apply in applies)
     run = train(SumLoss(losses), tuple(params0), optimizer, num_steps=num_steps, data=train_data,
-                record=TrainTest(losses), args={"train": train_data, "test": test_data}, record_every=1,
-                vmap=("params", "data", "args"), on_divergence="ignore")
-    tr, te = (tuple(np.asarray(r[j]) for r in run.record) for j in (0, 1))
-    return SideBySide(run.steps[::record_every], tuple(a[:, ::record_every] for a in tr),
-                      tuple(a[:, ::record_every] for a in te), tuple(a[:, :num_steps] for a in tr), tuple(run.params),
+                record=TrainAndParams(losses), args=train_data, record_every=1, vmap=("params", "data", "args"),
+                on_divergence="ignore")
+    tr = tuple(np.asarray(a) for a in run.record[0])
+    at = jax.tree_util.tree_map(lambda a: a[:, ::record_every], run.record[1])
+    te = tuple(np.asarray(a) for a in _test_losses(losses, at, test_data))
+    return SideBySide(run.steps[::record_every], tuple(a[:, ::record_every] for a in tr), te,
+                      tuple(a[:, :num_steps] for a in tr), tuple(run.params),
                       tuple(~(np.isfinite(a).all(-1) & np.isfinite(b).all(-1)) for a, b in zip(tr, te)))
 
 
