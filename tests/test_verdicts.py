@@ -134,3 +134,12 @@ def test_the_introduction_tallies_the_verdicts_of_the_published_build(tmp_path):
     assert "| ch98 | 1 | 0 | 1 | 1 |" in text
     assert "2 figure-level rules: 1 hold, 0 against the paper, 1 inconclusive" in text
     assert "*Fig. Z*: **inconclusive** (depends on the learning rate)" in text
+
+
+def test_a_rules_math_is_typeset_in_its_table(tmp_path):
+    claims = Claims("ch99", "quick", tmp_path)
+    judge(claims, rule(statistic=r"per run, $|\ln(t_{0.05} / t_{0.02})|$ (steps)", threshold="0 at sigma = 0.01"),
+          [40.0, 41.0, 39.0, 40.0, 40.0], 30.0, seeds=SEEDS)
+    html = claims.table()._repr_html_()
+    assert r'<span class="math notranslate nohighlight">\(|\ln(t_{0.05} / t_{0.02})|\)</span> (steps)' in html
+    assert "0 at σ = 0.01" in html and "$" not in html.split("how it is judged")[1]

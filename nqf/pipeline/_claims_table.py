@@ -81,7 +81,7 @@ class ClaimsTable:
         for v in self.verdicts:
             row = self._verdict_row(v)
             cells = (f'<td class="claim">{name_html(v.name)}</td>' + _cell(row[1], f"verdict-{v.outcome}")
-                     + _cell(row[2], "note") + _cell(row[3], "note"))
+                     + _cell(row[2], "note") + f'<td class="note">{name_html(row[3])}</td>')  # the rule's math typeset
             body.append(f"<tr>{cells}</tr>")
         out = (f'<table class="nqf-claims nqf-claims-verdicts"><caption>{caption}</caption>'
                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")

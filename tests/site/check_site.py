@@ -278,8 +278,8 @@ def _visible_code(cell: dict) -> str:
 
 
 def check_visible_code(site: Path, limit: int = MAX_VISIBLE_CODE_LINES) -> list[str]:
-    """Each chapter shows at most ``limit`` non-blank code lines (cells not hidden or removed) and no
-    ``glue(`` call (bookkeeping is not the lesson)."""
+    """Each chapter shows at most ``limit`` non-blank code lines (cells not hidden or removed), no
+    ``glue(`` call (bookkeeping is not the lesson), and no lint comment in any code a reader can open."""
     problems: list[str] = []
     for nb_path, nb in _chapter_sources(site):
         code = [_visible_code(c) for c in nb.get("cells", [])]
@@ -289,6 +289,13 @@ def check_visible_code(site: Path, limit: int = MAX_VISIBLE_CODE_LINES) -> list[
         glued = sum(src.count("glue(") for src in code)
         if glued:
             problems.append(f"notebooks/{nb_path.stem}.html: {glued} visible glue( call(s)")
+        # a reader can open a hidden cell: no lint comment there either
+        on_page = ["".join(c.get("source", [])) for c in nb.get("cells", [])
+                   if c.get("cell_type") == "code" and "remove-cell" not in c.get("metadata", {}).get("tags", [])
+                   and "remove-input" not in c.get("metadata", {}).get("tags", [])]
+        lint = sum(len(re.findall(r"#\s*(?:noqa|type:\s*ignore|pragma)\b", src)) for src in on_page)
+        if lint:
+            problems.append(f"notebooks/{nb_path.stem}.html: {lint} lint comment(s) (noqa, type: ignore) in its code")
     return problems
 
 
