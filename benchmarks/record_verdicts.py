@@ -2,7 +2,12 @@
 
 Run after `make book` (the full-fidelity claims are in _build/output/full/claims/):
 
-    .venv/bin/python benchmarks/record_verdicts.py
+    .venv/bin/python benchmarks/record_verdicts.py [CLAIMS_DIR] [--table]
+
+Beside each verdict's outcome and its per-option outcomes (what the test reads), the record keeps the
+evidence a reader checks a verdict by: the confirmation seeds judged, the commit that fixed the rule, and
+per option the runs judged (n), the diverged runs set aside, the statistic's mean, the threshold, the
+margin and the uncertainty it is compared with. ``--table`` also prints the record as a Markdown table.
 
 `make test` compares every quick chapter's verdicts with this record (tests/test_notebooks.py): a quick
 verdict that is conclusive and opposite to the recorded full one fails the test (BOOK.md rule 10).
@@ -31,13 +36,41 @@ def collect(claims_dir: pathlib.Path) -> dict:
         if verdicts:
             chapters[data["chapter"]] = {
                 v["name"]: {"outcome": v["outcome"], "depends_on": v["depends_on"],
-                            "options": {o["option"]: o["outcome"] for o in v["options"]}}
+                            "options": {o["option"]: o["outcome"] for o in v["options"]},
+                            "seeds": v.get("seeds", []), "fixed_at": v["rule"].get("fixed_at", ""),
+                            "evidence": {o["option"]: {k: o.get(k) for k in _EVIDENCE} for o in v["options"]}}
                 for v in verdicts}
     return chapters
 
 
+_EVIDENCE = ("n", "diverged", "mean", "threshold", "margin", "uncertainty", "reason")
+
+
+def _g(x) -> str:
+    return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def table(chapters: dict) -> str:
+    """One row per verdict and option: outcome, confirmation seeds, margin against its uncertainty."""
+    rows = ["| chapter | verdict | outcome | option: outcome, n, margin (uncertainty) | seeds | fixed at |",
+            "|---|---|---|---|---|---|"]
+    for ch, verdicts in chapters.items():
+        for name, v in verdicts.items():
+            opts = "; ".join(
+                f"{opt or 'one rule'}: {v['options'][opt]}, n={e['n']}"
+                + (f" ({len(e['diverged'])} diverged)" if e.get("diverged") else "")
+                + f", {_g(e['margin'])} ({_g(e['uncertainty'])})"
+                for opt, e in v.get("evidence", {}).items())
+            seeds = v.get("seeds") or []
+            span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else "-".join(map(str, seeds))
+            out = v["outcome"] + (f", depends on {v['depends_on']}" if v["depends_on"] else "")
+            rows.append(f"| {ch} | {name} | {out} | {opts} | {span} | {v.get('fixed_at', '')} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
-    claims_dir = pathlib.Path(argv[1]) if len(argv) > 1 else ROOT / "_build" / "output" / "full" / "claims"
+    args = [a for a in argv[1:] if a != "--table"]
+    claims_dir = pathlib.Path(args[0]) if args else ROOT / "_build" / "output" / "full" / "claims"
     chapters = collect(claims_dir)
     if not chapters:
         raise SystemExit(f"no verdicts in {claims_dir} (run `make book` first)")
@@ -47,6 +80,8 @@ def main(argv: list[str]) -> int:
     RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     n = sum(len(v) for v in chapters.values())
     print(f"wrote {RECORD.relative_to(ROOT)}: {n} verdicts of {len(chapters)} chapters at commit {commit}")
+    if "--table" in argv:
+        print(table(chapters))
     return 0
 
 
