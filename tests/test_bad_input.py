@@ -558,6 +558,16 @@ def test_30_obscure_train_a_params_leaf_that_is_not_an_array(leaf):
     assert "'b'" in text  # the leaf's path
 
 
+@pytest.mark.parametrize("leaf", [np.array(["x", "y"]), np.array([b"x"]), np.array([object()]), np.array([1, 2])],
+                         ids=["str array", "bytes array", "object array", "int array"])
+def test_30_obscure_train_a_numpy_params_leaf_of_a_non_float_dtype(leaf):
+    """A NumPy array of strings or objects is an array, but not one JAX takes: our error names `params0`, the
+    leaf's path and its dtype, not JAX's 'not a valid JAX array type' (found by benchmarks/bad_input_audit.py)."""
+    text = _raises_naming(TypeError, "params0", lambda: training.train(_sq, {"a": jnp.ones(3), "b": leaf},
+                                                                       optax.sgd(0.1), num_steps=2), str(leaf.dtype))
+    assert "'b'" in text
+
+
 def _vector(params, batch):
     return params**2
 
