@@ -31,6 +31,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,14 +49,20 @@ MAKE_TEST_BUDGET = 10 * 60.0
 MAKE_BOOK_BUDGET = 15 * 60.0
 
 
-def timed(cmd: list[str], label: str, where: Path) -> tuple[float, int]:
+def timed(cmd: list[str], label: str, where: Path) -> tuple[float, int, float]:
+    """Run ``cmd`` in ``where``: its wall seconds, exit code and CPU seconds (user + system of every
+    process it waited for; CPU / (wall x cores) is how busy it kept the machine)."""
     print(f"\n=== {label}: {' '.join(cmd)}  (in {where})", flush=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "PYTEST_", "VIRTUAL_ENV"))}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     rc = subprocess.call(cmd, cwd=where, env=env)
     secs = time.perf_counter() - t0
-    print(f"=== {label}: exit {rc} after {secs:.1f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
-    return secs, rc
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(f"=== {label}: exit {rc} after {secs:.1f} s, {cpu:.0f} CPU s "
+          f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+    return secs, rc, cpu
 
 
 def chapter_times(out: Path, fidelity: str) -> dict[str, float]:
@@ -158,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tempfile.mkdtemp(prefix="nqf-bench-"))
         where = scratch / "nqf"
         subprocess.check_call(["git", "clone", "-q", str(ROOT), str(where)])
-        secs, rc = timed(["make", "venv"], "make venv (not a budget)", where)
-        results["make venv"] = {"seconds": secs, "exit": rc}
+        secs, rc, cpu = timed(["make", "venv"], "make venv (not a budget)", where)
+        results["make venv"] = {"seconds": secs, "exit": rc, "cpu_seconds": round(cpu, 1)}
         if rc:
             print("make venv failed in the clone", file=sys.stderr)
             return 1
@@ -171,17 +178,17 @@ def main(argv: list[str] | None = None) -> int:
         (out / fid / "timings.json").unlink(missing_ok=True)
 
     if args.skip_test:
-        secs, rc = timed([str(where / ".venv" / "bin" / "python"), "-m", "nqfbook", "--fidelity", "quick",
+        secs, rc, cpu = timed([str(where / ".venv" / "bin" / "python"), "-m", "nqfbook", "--fidelity", "quick",
                           "--force"], "chapters at quick fidelity", where)
     else:
-        secs, rc = timed(["make", "test"], "make test", where)
-        results["make test"] = {"seconds": secs, "exit": rc}
+        secs, rc, cpu = timed(["make", "test"], "make test", where)
+        results["make test"] = {"seconds": secs, "exit": rc, "cpu_seconds": round(cpu, 1)}
     if rc:
         failed_commands.append("make test" if not args.skip_test else "runner --fidelity quick")
 
     if not args.skip_book:
-        secs, rc = timed(["make", "book", "RUNNER_FLAGS=--force"], "make book", where)
-        results["make book"] = {"seconds": secs, "exit": rc}
+        secs, rc, cpu = timed(["make", "book", "RUNNER_FLAGS=--force"], "make book", where)
+        results["make book"] = {"seconds": secs, "exit": rc, "cpu_seconds": round(cpu, 1)}
         if rc:
             failed_commands.append("make book")
 
