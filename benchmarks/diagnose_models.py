@@ -59,81 +59,12 @@ from nqf.solutions._plateaus import mode_plateau_ends  # noqa: E402  (the rule; 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from models_example import TwoLayerNet  # noqa: E402
+from models_example import TwoLayerNet, dict_apply, flax_mlps, tanh_mlp, teacher_data  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "diagnose-models.json"
 
 
 # ----------------------------------------------------------------- the models (as in the tests)
-class TanhMLP(eqx.Module):
-    U: jax.Array
-    b: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.tanh(self.U @ x + self.b)
-
-    def neuron_axes(self):
-        return TanhMLP(0, 0, 1)
-
-
-def _tanh(n_in=4, n_out=3, width=8, init=1e-3, seed=1):
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return TanhMLP(init * jax.random.normal(k1, (width, n_in)), init * jax.random.normal(k2, (width,)),
-                   init * jax.random.normal(k3, (n_out, width)))
-
-
-def _teacher(m=120, n_in=4, n_out=3, s=(1.0, 0.5, 0.25), seed=0):
-    rng = np.random.default_rng(seed)
-    xs = rng.normal(size=(m, n_in))
-    P = np.linalg.qr(rng.normal(size=(n_in, len(s))))[0]
-    Q = np.linalg.qr(rng.normal(size=(n_out, len(s))))[0]
-    return jnp.asarray(xs), jnp.asarray(xs @ (P * np.asarray(s)) @ Q.T)
-
-
-def dict_apply(params, x):
-    return params["V"] @ jnp.tanh(params["U"] @ x + params["b"])
-
-
-def _flax_models():
-    import flax.linen as nn
-    from flax import nnx
-
-    init = 1e-3
-
-    class LinenMLP(nn.Module):
-        width: int
-        out: int
-
-        @nn.compact
-        def __call__(self, x):
-            ini = nn.initializers.normal(init)
-            h = jnp.tanh(nn.Dense(self.width, param_dtype=jnp.float64, kernel_init=ini, bias_init=ini)(x))
-            return nn.Dense(self.out, param_dtype=jnp.float64, kernel_init=ini)(h)
-
-    class NnxMLP(nnx.Module):
-        def __init__(self, n_in, width, out, rngs):
-            ini = nnx.initializers.normal(init)
-            self.l1 = nnx.Linear(n_in, width, param_dtype=jnp.float64, kernel_init=ini, bias_init=ini, rngs=rngs)
-            self.l2 = nnx.Linear(width, out, use_bias=False, param_dtype=jnp.float64, kernel_init=ini, rngs=rngs)
-
-        def __call__(self, x):
-            return self.l2(jnp.tanh(self.l1(x)))
-
-    lm = LinenMLP(8, 3)
-    variables = lm.init(jax.random.PRNGKey(0), jnp.ones(4))
-    linen_axes = {"params": {"Dense_0": {"kernel": 1, "bias": 0}, "Dense_1": {"kernel": 0, "bias": None}}}
-    graphdef, state = nnx.split(NnxMLP(4, 8, 3, nnx.Rngs(0)))
-
-    def nnx_apply(state, x):
-        return nnx.merge(graphdef, state)(x)
-
-    nnx_axes = jax.tree_util.tree_map_with_path(
-        lambda path, _: 1 if "l1" in jax.tree_util.keystr(path) and "kernel" in jax.tree_util.keystr(path) else 0,
-        state)
-    return (variables, lm.apply, linen_axes), (state, nnx_apply, nnx_axes)
-
-
 def _eqx_mlp(scale=None):
     mlp = eqx.nn.MLP(4, 3, 8, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
     if scale is not None:
@@ -145,13 +76,13 @@ def _eqx_mlp(scale=None):
 
 def cases(skip_large=False):
     """name -> (kind, model, data, optimizer, steps, diagnose keywords, own-loop loss)."""
-    xs, ys = _teacher()
-    net = _tanh()
+    xs, ys = teacher_data()
+    net = tanh_mlp()
     params = {"U": net.U, "b": net.b, "V": net.V}
-    x5, y5 = _teacher(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
+    x5, y5 = teacher_data(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
     k1, k2 = jax.random.split(jax.random.PRNGKey(4))
     sin5 = TwoLayerNet(1e-3 * jax.random.normal(k1, (12, 6)), 1e-3 * jax.random.normal(k2, (5, 12)), jnp.sin)
-    (lv, lapply, laxes), (ns, napply, naxes) = _flax_models()
+    (lv, lapply, laxes), (ns, napply, naxes) = flax_mlps()
     mlp1, mlp_axes = _eqx_mlp()
     mlp3, _ = _eqx_mlp(1e-3)
     out = {}
@@ -168,7 +99,7 @@ def cases(skip_large=False):
         "flax nnx": ("model", ns, (xs, ys), optax.sgd(0.05, momentum=0.5), 400,
                      {"apply": napply, "neuron_axes": naxes}, "sum"),
         "5-mode teacher": ("model", sin5, (x5, y5), optax.sgd(0.05), 1500, {}, "sum"),
-        "init 1.0": ("regime", _tanh(init=1.0), (xs, ys), optax.sgd(0.05), 400, {}, "sum"),
+        "init 1.0": ("regime", tanh_mlp(init=1.0), (xs, ys), optax.sgd(0.05), 400, {}, "sum"),
         "eqx.nn.MLP, default biases": ("regime", mlp1, (xs, ys), optax.sgd(0.05), 300, {"neuron_axes": mlp_axes},
                                        "sum"),
         "eqx.nn.MLP, biases, scaled to 1e-3": ("regime", mlp3, (xs, ys), optax.sgd(0.05), 800,

@@ -11,40 +11,9 @@ import pytest
 
 import nqf
 from nqf.training._report import step_map
-from models_example import TwoLayerNet
+from models_example import TwoLayerNet, dict_apply, tanh_mlp, teacher_data
 
 jax.config.update("jax_enable_x64", True)
-
-
-class TanhMLP(eqx.Module):
-    U: jax.Array
-    b: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.tanh(self.U @ x + self.b)
-
-    def neuron_axes(self):
-        return TanhMLP(0, 0, 1)
-
-
-def _tanh(n_in=4, n_out=3, width=8, init=1e-3, seed=1):
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return TanhMLP(init * jax.random.normal(k1, (width, n_in)), init * jax.random.normal(k2, (width,)),
-                   init * jax.random.normal(k3, (n_out, width)))
-
-
-def _teacher(m=120, n_in=4, n_out=3, s=(1.0, 0.5, 0.25), seed=0):
-    rng = np.random.default_rng(seed)
-    xs = rng.normal(size=(m, n_in))
-    P = np.linalg.qr(rng.normal(size=(n_in, len(s))))[0]
-    Q = np.linalg.qr(rng.normal(size=(n_out, len(s))))[0]
-    return jnp.asarray(xs), jnp.asarray(xs @ (P * np.asarray(s)) @ Q.T)
-
-
-def dict_apply(params, x):
-    """A pure ``apply(params, x)`` on a dict: the equinox TanhMLP's function."""
-    return params["V"] @ jnp.tanh(params["U"] @ x + params["b"])
 
 
 # ----------------------------------------------------------------- the optimiser, recognised by what it does
@@ -65,10 +34,10 @@ def test_the_sgd_family_is_recognised_by_probing_the_transformation():
 
 # ----------------------------------------------------------------- predictions within their tolerance
 def _models():
-    xs, ys = _teacher()
-    net = _tanh()
+    xs, ys = teacher_data()
+    net = tanh_mlp()
     params = {"U": net.U, "b": net.b, "V": net.V}
-    x5, y5 = _teacher(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
+    x5, y5 = teacher_data(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
     k1, k2 = jax.random.split(jax.random.PRNGKey(4))
     sin5 = TwoLayerNet(1e-3 * jax.random.normal(k1, (12, 6)), 1e-3 * jax.random.normal(k2, (5, 12)), jnp.sin)
     return {
@@ -144,8 +113,8 @@ def test_a_loss_averaged_over_outputs_is_o_times_slower_and_says_so(reports):
 
 # ----------------------------------------------------------------- verdicts
 def test_init_one_is_not_small_and_gets_no_valid_prediction():
-    xs, ys = _teacher()
-    rep = nqf.diagnose(_tanh(init=1.0), (xs, ys), optax.sgd(0.05), 400)
+    xs, ys = teacher_data()
+    rep = nqf.diagnose(tanh_mlp(init=1.0), (xs, ys), optax.sgd(0.05), 400)
     text = str(rep)
     assert rep.not_small and rep.run.quadratic_error > 0.1
     assert f"W(0) is not small: the model is {rep.run.quadratic_error:.3g}" in text
@@ -157,7 +126,7 @@ def test_init_one_is_not_small_and_gets_no_valid_prediction():
 
 
 def test_an_equinox_mlp_with_default_biases_lists_its_frozen_bias_and_is_not_small():
-    xs, ys = _teacher()
+    xs, ys = teacher_data()
     mlp = eqx.nn.MLP(4, 3, 8, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
     axes = eqx.tree_at(lambda m: (m.layers[0].weight, m.layers[0].bias, m.layers[1].weight), mlp, (0, 0, 1))
     axes = jax.tree_util.tree_map(lambda a: a if isinstance(a, int) else None, axes)
@@ -169,16 +138,16 @@ def test_an_equinox_mlp_with_default_biases_lists_its_frozen_bias_and_is_not_sma
 
 def test_no_mode_is_learned_only_when_measured():
     """Targets the NQF cannot fit at all (zero): nothing grows, and the report says so from the model's own run."""
-    xs, _ = _teacher()
-    rep = nqf.diagnose(_tanh(), (xs, jnp.zeros((xs.shape[0], 3))), optax.sgd(0.05), 200)
+    xs, _ = teacher_data()
+    rep = nqf.diagnose(tanh_mlp(), (xs, jnp.zeros((xs.shape[0], 3))), optax.sgd(0.05), 200)
     assert rep.plateaus.levels.size == 0
     assert "measured: no mode is learned by the model either" in str(rep)
 
 
 def test_a_diverging_learning_rate_warns_naming_the_cause_and_prints_no_table():
-    xs, ys = _teacher()
+    xs, ys = teacher_data()
     with pytest.warns(RuntimeWarning, match=r"diverges \(learning rate 1000: lower it\)"):
-        rep = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(1e3), 50)
+        rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(1e3), 50)
     text = str(rep)
     assert "DIVERGED" in text and "plateau ends" not in text and rep.plateaus.levels.size == 0
 
@@ -198,8 +167,8 @@ def test_a_model_too_large_for_the_A_stack_is_diagnosed_without_it(monkeypatch):
     import nqf.training._report as report
 
     monkeypatch.setattr(report, "DENSE_LIMIT", 10)
-    xs, ys = _teacher()
-    rep = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 800)
+    xs, ys = teacher_data()
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800)
     assert rep.run.As is None and rep.run.data is None and not rep.run.flow_ts.size
     assert "the A(x) stack not formed" in str(rep)
     pl = rep.plateaus
@@ -207,20 +176,20 @@ def test_a_model_too_large_for_the_A_stack_is_diagnosed_without_it(monkeypatch):
 
 
 def test_a_users_own_loss_trains_both_runs_and_has_no_flow_reference():
-    xs, ys = _teacher()
+    xs, ys = teacher_data()
 
     def half_mse(outputs, targets):  # half the package's loss: every plateau twice as late
         return 0.5 * nqf.model.mse(outputs, targets)
 
-    rep = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 800, loss=half_mse)
-    ref = nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 800)
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800, loss=half_mse)
+    ref = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800)
     assert "the user's loss half_mse(outputs, targets)" in str(rep)
     assert rep.run.eta is None and not rep.run.flow_ts.size and rep.run.optimizer.kind == "sgd"
     np.testing.assert_allclose(rep.plateaus.predicted[0] / ref.plateaus.predicted[0], 2.0, rtol=0.1)
     pl = rep.plateaus
     assert pl.valid.any() and np.all(np.abs(pl.module / pl.predicted - 1)[pl.valid] <= pl.tolerance[pl.valid])
     with pytest.raises(ValueError, match="`loss` must be one of"):
-        nqf.diagnose(_tanh(), (xs, ys), optax.sgd(0.05), 10, loss="l2")
+        nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 10, loss="l2")
 
 
 class QuadNet(eqx.Module):

@@ -11,58 +11,17 @@ import nqf
 from nqf.structure import neuron_weights
 
 flax = pytest.importorskip("flax")
-import flax.linen as nn  # noqa: E402
-from flax import nnx  # noqa: E402
+from models_example import LINEN_AXES, flax_mlps, teacher_data  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-INIT = 1e-3
 
-
-def _teacher(m=120, n_in=4, n_out=3, s=(1.0, 0.4), seed=0):
-    rng = np.random.default_rng(seed)
-    xs = rng.normal(size=(m, n_in))
-    P = np.linalg.qr(rng.normal(size=(n_in, len(s))))[0]
-    Q = np.linalg.qr(rng.normal(size=(n_out, len(s))))[0]
-    return jnp.asarray(xs), jnp.asarray(xs @ (P * np.asarray(s)) @ Q.T)
-
-
-class LinenMLP(nn.Module):
-    width: int
-    out: int
-
-    @nn.compact
-    def __call__(self, x):
-        init = nn.initializers.normal(INIT)
-        h = jnp.tanh(nn.Dense(self.width, param_dtype=jnp.float64, kernel_init=init, bias_init=init)(x))
-        return nn.Dense(self.out, param_dtype=jnp.float64, kernel_init=init)(h)  # output bias: zeros, shared
-
-
-class NnxMLP(nnx.Module):
-    def __init__(self, n_in, width, out, rngs):
-        init = nnx.initializers.normal(INIT)
-        self.l1 = nnx.Linear(n_in, width, param_dtype=jnp.float64, kernel_init=init, bias_init=init, rngs=rngs)
-        self.l2 = nnx.Linear(width, out, use_bias=False, param_dtype=jnp.float64, kernel_init=init, rngs=rngs)
-
-    def __call__(self, x):
-        return self.l2(jnp.tanh(self.l1(x)))
-
-
-LINEN_AXES = {"params": {"Dense_0": {"kernel": 1, "bias": 0}, "Dense_1": {"kernel": 0, "bias": None}}}
+def _teacher():
+    return teacher_data(s=(1.0, 0.4))
 
 
 def _nnx_model():
-    graphdef, state = nnx.split(NnxMLP(4, 8, 3, nnx.Rngs(0)))
-
-    def nnx_apply(state, x):
-        return nnx.merge(graphdef, state)(x)
-
-    # neuron axis of each leaf, a pytree of the state's own structure: l1's kernel (in, out) -> 1, bias -> 0;
-    # l2's kernel (in, out) -> 0
-    axes = jax.tree_util.tree_map_with_path(
-        lambda path, _: 1 if "l1" in jax.tree_util.keystr(path) and "kernel" in jax.tree_util.keystr(path) else 0,
-        state)
-    return state, nnx_apply, axes
+    return flax_mlps()[1]
 
 
 def _check_valid_within(rep):
@@ -76,15 +35,14 @@ def _check_valid_within(rep):
 
 @pytest.fixture(scope="module")
 def linen():
-    m = LinenMLP(8, 3)
-    variables = m.init(jax.random.PRNGKey(0), jnp.ones(4))
-    return m, variables
+    variables, apply, _ = flax_mlps()[0]
+    return apply, variables
 
 
 def test_a_linen_model_through_diagnose(linen):
-    m, variables = linen
+    apply, variables = linen
     xs, ys = _teacher()
-    rep = nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 600, apply=m.apply, neuron_axes=LINEN_AXES)
+    rep = nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 600, apply=apply, neuron_axes=LINEN_AXES)
     text = str(rep)
     assert "['params']['Dense_1']['bias'] (3,)" in text  # the shared output bias is listed as frozen
     assert rep.run.form == "rank-two" and rep.run.optimizer.kind == "sgd"
@@ -92,7 +50,7 @@ def test_a_linen_model_through_diagnose(linen):
     # A(x) against an independent autodiff Hessian of the linen model in the packed coordinates
     W0, layout = neuron_weights(variables, LINEN_AXES)
     p, d = W0.shape
-    H = jax.hessian(lambda w: m.apply(layout.unflatten(w.reshape(p, d)), xs[0]))(jnp.zeros(p * d))
+    H = jax.hessian(lambda w: apply(layout.unflatten(w.reshape(p, d)), xs[0]))(jnp.zeros(p * d))
     np.testing.assert_allclose(rep.run.As[0], 0.5 * H.reshape(3, p, d, p, d)[:, :, 0, :, 0], atol=1e-12)
 
 
@@ -109,8 +67,8 @@ def test_an_nnx_model_through_diagnose():
 def test_flax_models_through_compare_with_nqf(kind, linen):
     xs, ys = _teacher()
     if kind == "linen":
-        m, params = linen
-        apply, axes = m.apply, LINEN_AXES
+        apply, params = linen
+        axes = LINEN_AXES
     else:
         params, apply, axes = _nnx_model()
     c = nqf.compare_with_nqf(apply, params, (xs, ys), optax.sgd(0.05), 300, neuron_axes=axes, probe=xs[:16],
@@ -122,8 +80,8 @@ def test_flax_models_through_compare_with_nqf(kind, linen):
 
 
 def test_a_float32_flax_model_gets_the_param_dtype_advice():
-    m = LinenMLP(8, 3)
-    variables = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), m.init(jax.random.PRNGKey(0), jnp.ones(4)))
+    variables, apply, _ = flax_mlps()[0]
+    variables = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), variables)
     xs, ys = _teacher()
     with pytest.raises(ValueError, match="param_dtype=jnp.float64"):
-        nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 10, apply=m.apply, neuron_axes=LINEN_AXES)
+        nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 10, apply=apply, neuron_axes=LINEN_AXES)
