@@ -130,7 +130,7 @@ def _weight_run(Ws0, forms, xs, ys, batches, eta):
 @pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3)), (SHA, (3, 4))])
 def test_theorem14_closure_and_update(arch, widths):
     """Thm 14: equal per-layer (M, mu) => identical SGD trajectories; Eqs. 222-223 reproduce each step."""
-    m, b, steps, eta = 12, 4, 8, 0.2
+    m, b, steps, eta = 12, 4, 8, 0.05
     xs, ys = inputs(arch, m), jnp.linspace(-1.0, 1.0, m)
     batches = jax.random.randint(jax.random.PRNGKey(7), (steps, b), 0, m)
     Wa = random_weights(arch, widths, scale=0.5)
