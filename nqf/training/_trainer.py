@@ -355,8 +355,9 @@ def _check_params(name: str, params) -> None:
             raise wrong_kind(name, "have floating-point array leaves (the trainer differentiates every leaf; pass "
                                    "other values through `args`)", f"a leaf of type {type(leaf).__name__} "
                                                                    f"{leaf!r:.60} at {where}")
-        # a NumPy array's own dtype: jnp.result_type raises JAX's unnamed TypeError for strings or objects
-        dtype = leaf.dtype if isinstance(leaf, np.ndarray) else jnp.result_type(leaf)
+        # an array's own dtype (jnp.result_type raises JAX's unnamed TypeError for a NumPy string or object array);
+        # a Python number's JAX dtype
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else jnp.result_type(leaf)
         if not jnp.issubdtype(dtype, jnp.floating):
             raise wrong_kind(name, "have floating-point leaves (the trainer differentiates them; cast, e.g. "
                                    "W.astype(float))", f"a leaf of dtype {dtype} at {where}")
