@@ -57,6 +57,21 @@ def test_readout_contracts_the_identity_readout_model_and_its_nqf():
     np.testing.assert_allclose(Pair(eye, True, True).predict(W, args, xs, nqf=True), want_q, rtol=1e-10)  # fast form
 
 
+def test_fast_form_through_the_structure_matrix_equals_the_matrix_free_nqf():
+    """An architecture without ``quadratic`` (the MLP of Fig. 6): the fast NQF through ``arch.structure`` equals the
+    matrix-free second derivative (Eq. 2) at a W of unit scale, and so does a whole fast run's record."""
+    mlp = architectures.two_layer_mlp(5)
+    assert not hasattr(mlp, "quadratic")
+    W = jax.random.normal(jax.random.PRNGKey(2), (mlp.p, 7))
+    xs = jax.vmap(mlp.sample_input)(jax.random.split(jax.random.PRNGKey(3), 6))
+    want = jax.vmap(lambda x: nqf_output(mlp, W, x))(xs)
+    np.testing.assert_allclose(Pair(mlp, False, True).predict(W, {}, xs, nqf=True), want, rtol=1e-10)
+    kw = dict(d=7, eps=1e-3, batch=4, num_steps=5, n_probe=8)
+    slow, fast = (online_teacher_student(mlp, (3, 4), [0.05, 0.05], fast=f, **kw) for f in (False, True))
+    np.testing.assert_allclose(fast.probe_loss["nqf"], slow.probe_loss["nqf"], rtol=1e-10)
+    np.testing.assert_allclose(fast.loss_gap, slow.loss_gap, rtol=1e-8, atol=1e-14)
+
+
 def test_readout_run_depends_on_c_and_eta_through_eta_c2():
     """A run with readout c at eta equals the run with readout c/|c| at eta |c|^2 (gaps, relative): checked through
     the loss, which is |c|^2 times the unit-readout loss."""
