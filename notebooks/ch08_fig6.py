@@ -34,17 +34,10 @@ class Pair(eqx.Module):
 
     def predict(self, W, args, xs, *, nqf: bool):
         if nqf and self.fast:  # Eq. 2 through the architecture's closed form Tr[W W^T A(x)] (checked in the tests)
-            out = jax.vmap(lambda x: self.arch.apply(jnp.zeros_like(W), x) + self.quadratic(W, x))(xs)
+            out = jax.vmap(lambda x: self.arch.apply(jnp.zeros_like(W), x) + self.arch.quadratic(W, x))(xs)
         else:  # Eq. 26's model: the module, or its NQF matrix-free (nqf.training.OutputLoss)
             out = OutputLoss(self.arch.apply, nqf).predict(W, {"frozen": None}, xs)
         return out @ args["c"] if self.readout else out
-
-    def quadratic(self, W, x):
-        """$\\mathrm{Tr}[WW^\\top A(x)]$: the architecture's ``quadratic(W, x)`` where it has one (attention, without the
-        $p\\times p$ matrix), else its structure matrix $A(x)$ (``arch.structure``, e.g. the MLP's, $p = k + 1$)."""
-        if hasattr(self.arch, "quadratic"):
-            return self.arch.quadratic(W, x)
-        return jnp.einsum("...pq,pq->...", self.arch.structure(x), W @ W.T)
 
     def teacher(self, args, xs):
         return self.predict(args["Wt"], args, xs, nqf=False)
@@ -113,9 +106,8 @@ def online_teacher_student(arch: Architecture, seeds, learning_rates, *, d: int,
                            num_steps: int, n_probe: int, readout: bool = False, fast: bool = False) -> OnlineRun:
     r"""Run ``i`` has seed ``seeds[i]`` (:func:`run_inputs`) and learning rate ``learning_rates[i]``; all runs are
     vmapped in one compiled scan. With ``readout``, ``arch`` must have the identity readout (``arch.outputs = D``
-    outputs) and each run draws its own ``c``. ``fast``: the NQF through :meth:`Pair.quadratic` (``arch.quadratic``
-    or ``arch.structure``: $\mathrm{Tr}[WW^\top A(x)]$ in closed form) plus the output at zero weights, instead of the
-    matrix-free second derivative."""
+    outputs) and each run draws its own ``c``. ``fast``: the NQF through ``arch.quadratic`` (its closed form of
+    $\mathrm{Tr}[WW^\top A(x)]$) plus the output at zero weights, instead of the matrix-free second derivative."""
     seeds = [int(s) for s in seeds]
     etas = np.asarray(learning_rates, dtype=float)
     if etas.shape != (len(seeds),):

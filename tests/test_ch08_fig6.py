@@ -58,10 +58,11 @@ def test_readout_contracts_the_identity_readout_model_and_its_nqf():
 
 
 def test_fast_form_through_the_structure_matrix_equals_the_matrix_free_nqf():
-    """An architecture without ``quadratic`` (the MLP of Fig. 6): the fast NQF through ``arch.structure`` equals the
-    matrix-free second derivative (Eq. 2) at a W of unit scale, and so does a whole fast run's record."""
+    """An architecture without its own ``quadratic`` (the MLP of Fig. 6: Architecture.quadratic, through
+    ``arch.structure``): the fast NQF equals the matrix-free second derivative (Eq. 2) at a W of unit scale, and so
+    does a whole fast run's record."""
     mlp = architectures.two_layer_mlp(5)
-    assert not hasattr(mlp, "quadratic")
+    assert type(mlp).quadratic is architectures.Architecture.quadratic
     W = jax.random.normal(jax.random.PRNGKey(2), (mlp.p, 7))
     xs = jax.vmap(mlp.sample_input)(jax.random.split(jax.random.PRNGKey(3), 6))
     want = jax.vmap(lambda x: nqf_output(mlp, W, x))(xs)

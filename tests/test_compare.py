@@ -180,6 +180,19 @@ def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
                          nqf_form="structure", check=False, key=jax.random.PRNGKey(17))
 
 
+def test_default_quadratic_is_the_matrix_free_nqf():
+    """Architecture.quadratic (from the closed-form structure matrix) = the matrix-free NQF minus f_x(0), for a
+    scalar and a vector-output MLP and a CNN."""
+    from nqf.structure import nqf_output
+
+    for arch in (nqf.architectures.two_layer_mlp(4), nqf.architectures.two_layer_mlp(4, outputs=2),
+                 nqf.architectures.cnn(5, 5, 3, 3)):
+        W = jax.random.normal(jax.random.PRNGKey(0), (arch.p, 3))
+        x = arch.sample_input(jax.random.PRNGKey(1))
+        want = nqf_output(arch, W, x) - arch.apply(jnp.zeros_like(W), x)
+        np.testing.assert_allclose(arch.quadratic(W, x), want, rtol=1e-10, atol=1e-12)
+
+
 def test_qk_attention_quadratic_is_its_nqf():
     """QKAttention.quadratic (no p x p matrix) = Tr[W W^T A(x)] of its closed form, scalar and vector readout."""
     for c in (jnp.linspace(-1.0, 1.0, 4), jnp.ones((4, 2))):

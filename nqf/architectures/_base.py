@@ -81,6 +81,13 @@ class Architecture(eqx.Module):
     def sample_input(self, key: Array) -> Input:
         """One valid random input."""
 
+    def quadratic(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
+        r"""The NQF's quadratic term $\mathrm{Tr}[WW^\top A(x)]$ (Eq. 2), one value per output, from the
+        closed-form :meth:`structure`; an architecture with a cheaper form (attention) overrides it. A callable
+        ``nqf_form`` for :func:`nqf.compare_with_nqf`."""
+        W = jnp.asarray(W)
+        return jnp.einsum("...pq,pq->...", self.structure(x), W @ W.T)
+
 
 class CustomArchitecture(Architecture):
     """An architecture assembled from plain functions (see :func:`custom_architecture`).
