@@ -2,6 +2,10 @@
 
 import sys
 
-from .cli import main
+from .processes import skip_slow_imports
+
+skip_slow_imports()  # before nbformat is imported (nqfbook.processes.SKIPPED_IMPORTS says why)
+
+from .cli import main  # noqa: E402
 
 sys.exit(main())

@@ -21,6 +21,26 @@ from typing import Optional
 from .layout import KERNEL_NAME, Interrupted, RunnerError
 
 
+#: Optional imports that the runner and its site build refuse. ``rfc3987_syntax`` (installed for
+#: jupyterlab: jupyter-events asks for ``jsonschema[format-nongpl]``) compiles 38 Earley grammars
+#: when ``jsonschema`` is imported, which ``nbformat`` does: 2.7 s of every runner call on the
+#: developers' 2-core machine (3.6 s against 0.9 s for a refused call, load 0.6). jsonschema uses
+#: it only to check the "iri" string formats, if it imports; nbformat's notebook schemas name no
+#: ``format``, so validation is unchanged without it (tests/test_runner.py checks both).
+SKIPPED_IMPORTS = ("rfc3987_syntax",)
+
+#: The same refusal as Python source, for a child process started with ``python -c``.
+SKIP_IMPORTS_SOURCE = "".join(f"sys.modules.setdefault({m!r}, None); " for m in SKIPPED_IMPORTS)
+
+
+def skip_slow_imports() -> None:
+    """Make ``import`` of each of :data:`SKIPPED_IMPORTS` fail in this process (``sys.modules[m] = None``),
+    unless it is already imported. Called by ``python -m nqfbook`` only: importing :mod:`nqfbook` as a
+    library changes nothing."""
+    for name in SKIPPED_IMPORTS:
+        sys.modules.setdefault(name, None)
+
+
 @contextlib.contextmanager
 def locked(path: Path, *, wait: bool = True, log=None):
     """Hold an exclusive ``flock`` on ``path`` (created if needed); yields False if not ``wait`` and busy."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from .cache import recover_chapter, source_tree_hash, verify_executed
 from .chapters import check_toc, toc_documents
 from .layout import FIDELITIES, PROG, Layout, fmt_seconds, read_json, rm, strip_ansi
-from .processes import CHILD_GROUPS, end_children, locked, source_date_epoch
+from .processes import CHILD_GROUPS, SKIP_IMPORTS_SOURCE, end_children, locked, source_date_epoch
 from .verdicts import verdicts_markdown
 
 
@@ -294,7 +294,7 @@ def build_site(root: Path, fidelity: str, chapters: list[Path], *, log=print) ->
         log_path = lay.build / "logs" / f"site-{fidelity}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+            sys.executable, "-c", f"import sys; {SKIP_IMPORTS_SOURCE}from jupyter_book.cli.main import main; main()",
             "build", str(stage), "--path-output", str(tmp), "--builder", "html",
             "--toc", str(stage / "book" / "_toc.yml"), "--config", str(stage / "_config.yml"),
             "--all", "--warningiserror", "--keep-going",

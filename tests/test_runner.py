@@ -214,6 +214,36 @@ def test_wrongly_typed_parameter_fails_before_execution(tmp_repo):
     assert p.returncode == 0 and "seed = 0" in p.stdout, out(p)
 
 
+def test_the_runner_refuses_the_slow_optional_import_and_still_validates(tmp_repo):
+    """``python -m nqfbook`` and its site build skip rfc3987_syntax (nqfbook.processes.SKIPPED_IMPORTS),
+    whose import compiles grammars for seconds; nbformat still imports and still rejects an invalid notebook."""
+    make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["pass"])
+    env = os.environ.copy()
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "nqfbook", "--root", str(tmp_repo), "--list"],
+                       cwd=tmp_repo, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "seed = 0" in p.stdout, out(p)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+    assert "nbformat.validator" in imported and "jsonschema" in imported  # the listing read the notebook
+    # a refused import is listed (microseconds, nothing loaded); a loaded one brings its submodules and lark
+    assert not {m for m in imported if m.split(".")[0] in nqfbook.processes.SKIPPED_IMPORTS and "." in m}
+    assert "lark" not in imported
+    assert "rfc3987_syntax" in nqfbook.processes.SKIP_IMPORTS_SOURCE
+    check = (
+        "import sys; from nqfbook.processes import skip_slow_imports; skip_slow_imports()\n"
+        "import nbformat\n"
+        "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('x = 1')])\n"
+        "nbformat.validate(nb)\n"
+        "del nb.cells[0]['outputs']\n"
+        "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError as e:\n    print('rejected:', e.message)\n"
+        "print('rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is not None)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", check], cwd=tmp_repo, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, out(p)
+    assert "rejected: 'outputs' is a required property" in p.stdout and p.stdout.endswith("False\n"), out(p)
+
+
 def test_cache_key_depends_on_everything(tmp_path):
     nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"])
     base = nqfbook.cache_key(nb, "tree", "quick", {})
