@@ -77,6 +77,10 @@ NO_CLAIMS = ["print('forgot the claims cell')"]
 @pytest.fixture
 def tmp_repo(tmp_path):
     """A copy of the repository's book, package and runner, without notebooks or _build."""
+    return copy_repo(tmp_path)
+
+
+def copy_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in ("_config.yml", "pyproject.toml", "requirements-lock.txt"):
@@ -505,13 +509,37 @@ chapters:
 """
 
 
+def make_mini(repo: Path) -> Path:
+    (repo / "book" / "_toc.yml").write_text(MINI_TOC)
+    (repo / "book" / "intro.md").write_text("# Mini book\n\nOne chapter: {doc}`../notebooks/ch01_mini`.\n")
+    make_notebook(repo / "notebooks" / "ch01_mini.ipynb", PASSING)
+    return repo
+
+
 @pytest.fixture
 def mini_repo(tmp_repo):
     """``tmp_repo`` with a one-chapter book (intro, ch01_mini, references): a fast site build."""
-    (tmp_repo / "book" / "_toc.yml").write_text(MINI_TOC)
-    (tmp_repo / "book" / "intro.md").write_text("# Mini book\n\nOne chapter: {doc}`../notebooks/ch01_mini`.\n")
-    make_notebook(tmp_repo / "notebooks" / "ch01_mini.ipynb", PASSING)
-    return tmp_repo
+    return make_mini(tmp_repo)
+
+
+@pytest.fixture(scope="module")
+def _executed_mini_once(tmp_path_factory):
+    """The mini book with its chapter executed once by the runner (one kernel for the module's tests)."""
+    repo = make_mini(copy_repo(tmp_path_factory.mktemp("executed-mini")))
+    p = run(repo, "--fidelity", "quick")
+    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
+    return repo
+
+
+@pytest.fixture
+def executed_mini(_executed_mini_once, tmp_path):
+    """A copy of the mini book whose chapter passed: its last good outputs, which the runner verifies as up to
+    date (the cache key and the record hold no path), for the tests that start from a good run."""
+    repo = tmp_path / "repo"
+    shutil.copytree(_executed_mini_once, repo, symlinks=True)
+    chapter = nqfbook.discover_chapters(repo)[0]
+    assert nqfbook.verify_executed(repo, chapter, "quick")[0] == (repo / "_build/executed/quick/ch01_mini.ipynb").read_bytes()
+    return repo
 
 
 def test_a_failed_chapter_or_a_sphinx_warning_keeps_the_last_site(mini_repo):
@@ -634,13 +662,11 @@ def test_same_inputs_give_byte_identical_executed_notebooks(tmp_repo):
     assert "start_time" not in text and "iopub" not in text and str(tmp_repo) not in text
 
 
-def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo):
+def test_tampered_executed_notebook_is_never_up_to_date_nor_published(executed_mini):
     """The tamper test: edit an executed notebook, then run / build."""
+    mini_repo = executed_mini  # verified up to date by the fixture
     executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
     chapters = nqfbook.discover_chapters(mini_repo)
-    p = run(mini_repo, "--fidelity", "quick")
-    assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout, out(p)
-    assert nqfbook.verify_executed(mini_repo, chapters[0], "quick")[0] == executed.read_bytes()
 
     def tamper():
         nb = nbformat.read(executed, as_version=4)
@@ -668,13 +694,12 @@ def test_tampered_executed_notebook_is_never_up_to_date_nor_published(mini_repo)
     assert content is None and "other inputs" in reason
 
 
-def test_failed_run_keeps_the_last_good_outputs_and_names_the_source_cell(mini_repo):
+def test_failed_run_keeps_the_last_good_outputs_and_names_the_source_cell(executed_mini):
+    mini_repo = executed_mini
     nb_path = mini_repo / "notebooks" / "ch01_mini.ipynb"
     executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
     claims = mini_repo / "_build" / "output" / "quick" / "claims" / "ch01.json"
     figure = mini_repo / "_build" / "output" / "quick" / "figures" / "ch01" / "dummy.png"
-    p = run(mini_repo, "--fidelity", "quick")
-    assert p.returncode == 0, out(p)
     good = executed.read_bytes(), claims.read_bytes(), figure.read_bytes()
 
     # --force with a broken cell: the error names the SOURCE cell; the good outputs stay
@@ -704,13 +729,12 @@ SLEEPER = [
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
-def test_interrupted_chapter_ends_its_kernel_and_keeps_the_last_good_outputs(mini_repo, sig):
+def test_interrupted_chapter_ends_its_kernel_and_keeps_the_last_good_outputs(executed_mini, sig):
     import signal
 
+    mini_repo = executed_mini
     executed = mini_repo / "_build" / "executed" / "quick" / "ch01_mini.ipynb"
     claims = mini_repo / "_build" / "output" / "quick" / "claims" / "ch01.json"
-    p = run(mini_repo, "--fidelity", "quick")
-    assert p.returncode == 0, out(p)
     good = executed.read_bytes(), claims.read_bytes()
     make_notebook(mini_repo / "notebooks" / "ch01_mini.ipynb", SLEEPER + PASSING)
     proc = _start(mini_repo, "--fidelity", "quick")
@@ -729,15 +753,14 @@ def test_interrupted_chapter_ends_its_kernel_and_keeps_the_last_good_outputs(min
     assert not (mini_repo / "_build/executed/quick/.previous/ch01_mini").exists()
 
 
-def test_interrupted_site_build_then_build(mini_repo):
+def test_interrupted_site_build_then_build(executed_mini):
     """The interrupt test: SIGTERM mid-build (jupyter-book running), then a build, then a rebuild."""
     import signal
 
+    mini_repo = executed_mini
     site = mini_repo / "_build" / "html-quick"
     site.mkdir(parents=True)
     (site / "sentinel.html").write_text("last good site")
-    p = run(mini_repo, "--fidelity", "quick")
-    assert p.returncode == 0, out(p)
     build = mini_repo / "_build"
 
     proc = _start(mini_repo, "--fidelity", "quick", "--build")
