@@ -62,7 +62,7 @@ class Fig2Lanes(NamedTuple):
     out_module: np.ndarray  #: (L, T, n, o) module outputs on the probe inputs
     out_nqf: np.ndarray  #: (L, T, n, o) NQF outputs on the probe inputs
     signal: float  #: ||y - f(0)|| on the probe inputs (the scale of the probe gap)
-    diverged: np.ndarray  #: (L,) a non-finite loss or output of the module or the NQF at some recorded step
+    diverged: np.ndarray  #: (L,) a non-finite loss (at some step) or probe output (at some recorded step), module or NQF
     comparison: Any  #: the nqf.training.Comparison
 
     def lanes(self, seeds, sigma):
@@ -91,7 +91,9 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
                n_probe: int = 100) -> Fig2Lanes:
     """Lane ``i``: ``W(0) = sigmas[i] Z(seeds[i])`` (:func:`seed_directions`), the module and its NQF (its linear
     feature form, checked against the matrix-free NQF by compare_with_nqf) trained with ``optimizer``; all lanes
-    vmapped in one compare_with_nqf. Records singular values of ``L(W)``, the loss and the probe outputs."""
+    vmapped in one compare_with_nqf. Records singular values of ``L(W)`` and the probe outputs; a lane diverged if a
+    step's (full-batch) loss or a recorded probe output is not finite (the trainer's batch losses: recording the
+    loss again would evaluate the same full batch a second time each step)."""
     seeds = np.asarray(seeds, dtype=np.int64).reshape(-1)
     sig = np.asarray(sigmas, dtype=float).reshape(-1)
     if seeds.shape != sig.shape:
@@ -101,7 +103,7 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
     W0 = sig[:, None, None] * seed_directions(module, uniq)[inv]
     probe = jax.tree_util.tree_map(lambda a: np.asarray(a)[:n_probe], teacher.xs)
     res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps=num_steps, probe=probe,
-                           track=("loss", "outputs", "singular_values"), linear_map=module.linear_map,
+                           track=("outputs", "singular_values"), linear_map=module.linear_map,
                            record_every=record_every, nqf_form=module.feature_output)
     f0 = np.asarray(_outputs(module.arch, np.zeros((module.arch.p, module.d)), probe))
     signal = float(np.sqrt(np.sum((np.asarray(teacher.ys)[:n_probe] - f0) ** 2)))
@@ -109,7 +111,7 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
     mod, nq = (np.asarray(x["singular_values"])[..., :r] / teacher.s for x in (res.module, res.nqf))
     om, on = np.asarray(res.module["outputs"]), np.asarray(res.nqf["outputs"])
     om, on = om.reshape(om.shape[:2] + (n_probe, -1)), on.reshape(on.shape[:2] + (n_probe, -1))
-    bad = ~(np.all(np.isfinite(np.asarray(res.module["loss"])), axis=-1) & np.all(np.isfinite(np.asarray(res.nqf["loss"])), axis=-1)
+    bad = ~(np.all(np.isfinite(np.asarray(res.batch_loss["module"])), axis=-1) & np.all(np.isfinite(np.asarray(res.batch_loss["nqf"])), axis=-1)
             & np.all(np.isfinite(om), axis=(1, 2, 3)) & np.all(np.isfinite(on), axis=(1, 2, 3)))
     return Fig2Lanes(seeds, sig, np.asarray(res.steps), mod, nq, half_times(res.steps, mod), half_times(res.steps, nq),
                      om, on, signal, bad, res)

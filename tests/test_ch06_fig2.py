@@ -69,6 +69,16 @@ def test_lanes_are_named_by_seed_and_a_seed_is_the_same_draw_in_every_run():
     assert not run.diverged.any()
 
 
+def test_a_diverging_lane_is_flagged_and_the_others_are_not():
+    """A learning rate that blows up the large start only: that lane is diverged (its batch losses or probe
+    outputs turn non-finite), the small-start lanes are not."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        run = fig2_lanes(MLP, TEACHER, optimizer("sgd", 0.3), num_steps=40, seeds=[0, 0], sigmas=[0.01, 3.0],
+                         record_every=5, n_probe=10)
+    assert run.diverged.tolist() == [False, True]
+    assert np.isnan(run.sv_gap(np.inf)[1]) and np.isfinite(run.sv_gap(np.inf)[0])  # set aside by the gaps
+
+
 def test_gaps_probe_gap_and_the_nqf_seed_to_seed_thresholds():
     run = _lanes([0, 1, 2], [0.01] * 3)
     sv = np.max(np.abs(run.module - run.nqf), axis=(-2, -1))
