@@ -230,7 +230,7 @@ class Diagnosis(NamedTuple):
         r, pl = self.run, self.plateaus
         own = axes is None
         if own:
-            fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+            fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")  # with or without nqf's style
         fig = axes[0].figure
         c = r.comparison
         st = np.asarray(c.steps, dtype=float)
@@ -271,8 +271,6 @@ class Diagnosis(NamedTuple):
         for a in axes:
             a.set_xlim(st[ok][0], st[-1])
             a.legend(fontsize=7)
-        if own:
-            fig.tight_layout()
         return fig
 
 
