@@ -124,17 +124,21 @@ def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
     teacher's end-to-end linear map has singular values (1, 1/2, 1/4, 1/8)."""
     from nqf.datasets import fig2_modules, low_rank_teacher
 
+    def parts(mod, W, x, W_teacher):  # one compiled program per module (eager ops would compile one each)
+        closed = mod.arch.apply(jnp.zeros_like(W), x) + jnp.einsum("ij,oji->o", W @ W.T, mod.arch.structure(x))
+        return mod.linear_map(W_teacher), closed, nqf.structure.nqf_output(mod.arch, W, x), mod.linear_map(W)
+
     for i, mod in enumerate(fig2_modules(key=jax.random.PRNGKey(20))):
         T = low_rank_teacher(mod, 3, key=jax.random.PRNGKey(i))
-        sv = np.linalg.svd(mod.linear_map(T.W_teacher), compute_uv=False)
-        np.testing.assert_allclose(sv[:4], [1.0, 0.5, 0.25, 0.125], atol=1e-12)
-        assert sv[4] < 1e-12
         W = 0.3 * jax.random.normal(jax.random.PRNGKey(10 + i), (mod.arch.p, mod.d))
         x = jax.tree_util.tree_map(lambda a: a[0], T.xs)
-        closed = mod.arch.apply(jnp.zeros_like(W), x) + jnp.einsum("ij,oji->o", W @ W.T, mod.arch.structure(x))
-        np.testing.assert_allclose(nqf.structure.nqf_output(mod.arch, W, x), closed, rtol=1e-10, atol=1e-12)
+        L_teacher, closed, nqf_out, L = jax.jit(parts, static_argnums=0)(mod, W, x, T.W_teacher)
+        sv = np.linalg.svd(L_teacher, compute_uv=False)
+        np.testing.assert_allclose(sv[:4], [1.0, 0.5, 0.25, 0.125], atol=1e-12)
+        assert sv[4] < 1e-12
+        np.testing.assert_allclose(nqf_out, closed, rtol=1e-10, atol=1e-12)
         if mod.key == "mlp":  # the recovered singular values of the MLP are those of the product of its layers
-            np.testing.assert_allclose(mod.linear_map(W), nqf.structure.effective_matrix(W, 20), atol=1e-14)
+            np.testing.assert_allclose(L, nqf.structure.effective_matrix(W, 20), atol=1e-14)
 
 
 def test_fast_nqf_forms_equal_the_matrix_free_run():

@@ -95,8 +95,9 @@ def test_compare_on_pytrees_equals_compare_on_the_architecture():
         np.testing.assert_allclose(res.__getattribute__(k)["outputs"], ref.__getattribute__(k)["outputs"], atol=1e-12)
     params, apply, daxes = _dict_mlp()
     Wd, _ = neuron_weights(params, daxes)
+    # the same call on the architecture as above (W packed from the dict): its compiled runs are reused
     ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), Wd, (xs, ys), opt, 40, probe=xs[:5],
-                               track=("outputs",))
+                               track=("loss", "outputs"))
     res = nqf.compare_with_nqf(apply, params, (xs, ys), opt, 40, neuron_axes=daxes, probe=xs[:5],
                                track=("outputs",))
     np.testing.assert_allclose(res.nqf["outputs"], ref.nqf["outputs"], atol=1e-12)
