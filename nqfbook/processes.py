@@ -160,7 +160,8 @@ def prepare_environment(root: Path) -> None:
     """Environment inherited by the kernels and the site build (only the CLI calls this)."""
     os.environ["JAX_ENABLE_X64"] = "1"
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(root / "_build" / "jax_cache"))
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
+    # every compilation is cached, also an eager op's (tens of ms): later chapters reuse them (issue 31)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     pp = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *([pp] if pp else [])])

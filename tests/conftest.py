@@ -25,7 +25,10 @@ JAX_CACHE = ROOT / "_build" / "jax_cache"
 # Environment first, so subprocesses (the runner, papermill kernels) inherit it.
 os.environ["JAX_ENABLE_X64"] = "1"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
+# Every compilation goes to the cache, the eager ops' 30-50 ms programs too: the chapters' kernels, the
+# runner's subprocesses and the two workers compile many of the same small programs, and a hit costs a
+# fifth of a compile (make test: 905 s with 0.25, 732 s with 0, both from a cold cache; issue 31).
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
 
