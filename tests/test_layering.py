@@ -20,7 +20,7 @@ from pathlib import Path
 NQF = Path(__file__).resolve().parents[1] / "nqf"
 NQFBOOK = NQF.parent / "nqfbook"
 FLOOR = {
-    "_types": 0, "_checks": 0, "_version": 0, "_fit": 0,
+    "_types": 0, "_checks": 0, "_random": 0, "_version": 0, "_fit": 0,
     "architectures": 1, "model": 1,
     "structure": 2,
     "updates": 3, "flow": 3,

@@ -25,6 +25,7 @@ from ._base import _check_outputs
 from ._base import check_weights
 from ._base import feedforward_structure
 from .._checks import invalid
+from .._random import normal
 
 
 def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
@@ -47,7 +48,7 @@ def _unvec(w: Array, rows: int, cols: int) -> Array:
 
 def _sample_pair(key: Array, D: int, N: int) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
     kq, kX = jax.random.split(key)
-    return jax.random.normal(kq, (D,)), jax.random.normal(kX, (D, N))
+    return normal(kq, (D,)), normal(kX, (D, N))
 
 
 def _pad_front(A: Array, n0: int) -> Array:

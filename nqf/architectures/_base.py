@@ -33,6 +33,7 @@ from .._types import ArrayLike
 from .._types import Input
 from .._checks import invalid
 from .._checks import wrong_kind
+from .._random import normal
 
 
 class Architecture(eqx.Module):
@@ -144,7 +145,7 @@ def custom_architecture(
 
 
 def _normal(key: Array, shape: tuple[int, ...]) -> Array:
-    return jax.random.normal(key, shape)
+    return normal(key, shape)
 
 
 # ----------------------------------------------------------------- helpers

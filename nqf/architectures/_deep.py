@@ -47,6 +47,7 @@ from ._base import check_weights
 from ._base import feedforward_structure
 from ._modules import two_layer_mlp
 from .._checks import invalid
+from .._random import normal
 
 
 def _check_deep_weights(Ws, ps: tuple[int, ...], name: str) -> None:
@@ -489,7 +490,7 @@ def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Ar
     for name, v in (("D", D), ("N", N), ("d_k", d_k)):
         check_size(name, v)
     kV, kc = jax.random.split(key)
-    V = np.asarray(jax.random.normal(kV, (int(D), int(D)))) / np.sqrt(D)
-    c = np.asarray(jax.random.normal(kc, (int(D),))) / np.sqrt(D)
+    V = np.asarray(normal(kV, (int(D), int(D)))) / np.sqrt(D)
+    c = np.asarray(normal(kc, (int(D),))) / np.sqrt(D)
     return DeepSingleHeadAttention(int(D), int(N), int(d_k), tuple(tuple(float(v) for v in row) for row in V),
                                    tuple(float(v) for v in c))

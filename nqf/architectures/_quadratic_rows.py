@@ -27,6 +27,7 @@ from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
 from .._checks import invalid
+from .._random import normal
 
 
 def _check_sizes(**sizes) -> None:
@@ -320,8 +321,8 @@ class LinearSSLAugmentation(Architecture):
 
     def sample_input(self, key: Array) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
         k1, k2 = jax.random.split(key)
-        base = jax.random.normal(k1, (self.n,))
-        return base, base + 0.5 * jax.random.normal(k2, (self.n,))
+        base = normal(k1, (self.n,))
+        return base, base + 0.5 * normal(k2, (self.n,))
 
 
 def linear_ssl_augmentation(n: int) -> Architecture:

@@ -43,6 +43,7 @@ from ..architectures._base import Architecture
 from ..architectures._modules import patch_index, cnn, two_layer_mlp
 from ..structure._matrix_free import nqf_output
 from .._checks import invalid
+from .._random import normal
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
 
@@ -144,7 +145,7 @@ def fig2_modules(*, outputs: int = 8, key: Array) -> tuple[Fig2Module, ...]:
     """
     check_key("key", key)
     o = int(outputs)
-    c = jax.random.normal(key, (20, o)) / np.sqrt(20.0)
+    c = normal(key, (20, o)) / np.sqrt(20.0)
     mha_map, mha_build = _mha_parts(20, 8, 20, o)
     ff = _ff_map(20)
     cnn_arch = cnn(5, 7, 4, 5, outputs=o)
@@ -177,7 +178,7 @@ class TeacherSet(NamedTuple):
 
 
 def _orthonormal(key, n: int, r: int) -> Array:
-    return jnp.linalg.qr(jax.random.normal(key, (n, r)))[0]
+    return jnp.linalg.qr(normal(key, (n, r)))[0]
 
 
 def low_rank_teacher(

@@ -53,6 +53,7 @@ from .._checks import check_key
 from .._checks import check_record_every
 from .._checks import invalid
 from .._types import Names
+from .._random import normal
 from ..architectures import Architecture
 from ..model import mse
 from ..structure import check_hypotheses
@@ -180,7 +181,7 @@ def _nqf_parts(form, arch, xs, W_one, key_check, name):
         A = _structures(arch, xs)
     head = jax.tree_util.tree_map(lambda a: a[:4], xs)
     f0h, Ah = f0[:4], None if A is None else A[:4]
-    Ws = (W_one,) if key_check is None else (W_one, jax.random.normal(key_check, W_one.shape, W_one.dtype))
+    Ws = (W_one,) if key_check is None else (W_one, normal(key_check, W_one.shape, W_one.dtype))
     for W in Ws:
         err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
         if not err <= 1e-9 * max(scale, 1e-300):
