@@ -28,6 +28,7 @@ from .._checks import check_key, check_real_output, check_tolerance, invalid
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
+from ._probes import FAST_COMPILE
 from ._probes import SMOOTH_RATIO
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
@@ -101,11 +102,6 @@ def _float_dtype(x) -> jnp.dtype:
     return jnp.result_type(*floats, float)
 
 
-# The diagnostics run once per call on tiny arrays: compile time dominates, so ask XLA
-# for its cheapest backend pipeline (about 2.5x faster to compile, same derivatives).
-_FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
 def _apply_of(module) -> Callable:
     """The module function ``apply(W, x)`` of an Architecture or a plain callable."""
     return module.apply if isinstance(module, Architecture) else module
@@ -124,7 +120,7 @@ def _cacheable(module) -> bool:
 
 @functools.cache
 def _jit_by_value(impl: Callable, n_static: int, fast: bool) -> Callable:
-    return jax.jit(impl, static_argnums=tuple(range(1 + n_static)), compiler_options=_FAST_COMPILE if fast else None)
+    return jax.jit(impl, static_argnums=tuple(range(1 + n_static)), compiler_options=FAST_COMPILE if fast else None)
 
 
 def _compiled(impl: Callable, module, *static, fast: bool = True) -> Callable:
@@ -139,7 +135,7 @@ def _compiled(impl: Callable, module, *static, fast: bool = True) -> Callable:
     if _cacheable(module):
         fn = _jit_by_value(impl, len(static), fast)
         return lambda *args: fn(module, *static, *args)
-    return jax.jit(functools.partial(impl, module, *static), compiler_options=_FAST_COMPILE if fast else None)
+    return jax.jit(functools.partial(impl, module, *static), compiler_options=FAST_COMPILE if fast else None)
 
 
 def _check_call(apply, x, p: int, d: int, dtype):

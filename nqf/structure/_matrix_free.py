@@ -24,6 +24,7 @@ from .._checks import check_key, invalid
 from ..architectures import Architecture
 from ._neurons import split_params
 from ._probes import SMOOTH_RATIO
+from ._probes import fast_filter_jit
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
 from ._probes import taylor_residuals
@@ -69,7 +70,7 @@ class HypothesisCheck(NamedTuple):
     finite: bool  #: every probe output finite
 
 
-@eqx.filter_jit
+@fast_filter_jit
 def _probe(apply, tr, frozen, x, key, ax_leaves, d):
     """One jitted pass of :func:`check_hypotheses` (``apply`` is an argument: compiled once per module)."""
     leaves, treedef = jax.tree_util.tree_flatten(tr)
