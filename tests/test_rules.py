@@ -220,6 +220,43 @@ def test_dense_and_matrix_free_probes_read_smoothness_alike():
         assert rep.smooth_at_zero == smooth == (chk.smooth_ratio >= _probes.SMOOTH_RATIO)
 
 
+def test_the_matrix_free_probe_compiles_once_per_module_with_the_fast_options():
+    """fast_filter_jit splits arrays from the rest as equinox.filter_jit does: new arrays of one module compile
+    nothing, another module function compiles anew; the probe's readings are those of the default pipeline up
+    to rounding (the permutation residual at rounding level either way, the Taylor ratio to 1e-6)."""
+    from helpers import count_compilations
+    from nqf.structure import _matrix_free
+
+    x = jnp.array([0.3, -0.7, 1.1])
+
+    def f(W, x):
+        return jnp.sum(W[3] * jnp.tanh(W[:3].T @ x))
+
+    def g(W, x):
+        return jnp.sum(W[3] * jnp.sin(W[:3].T @ x))
+
+    W = 0.3 * jnp.ones((4, 3))
+    chk = structure.check_hypotheses(f, W, x)
+    W2, x2 = 0.5 * W, 2.0 * x
+    with count_compilations() as seen:
+        again = structure.check_hypotheses(f, W2, x2)
+    assert seen == [] and again.finite
+    with count_compilations() as seen:
+        structure.check_hypotheses(g, W, x)
+    assert len(seen) == 1
+    import equinox as eqx
+
+    from nqf.structure._neurons import split_params
+
+    args = (f, *split_params(W, 1)[:2], x, jax.random.PRNGKey(0), *split_params(W, 1)[2:])
+    ref = eqx.filter_jit(_matrix_free._probe.__wrapped__)(*args)  # the undecorated probe, default pipeline
+    got = _matrix_free._probe(*args)
+    assert float(ref[0]) < 1e-14 and float(got[0]) < 1e-14
+    ratio = lambda out: _probes.taylor_ratio([r[0] for r in out[2]], [r[1] for r in out[2]], out[3], out[4],  # noqa: E731
+                                             out[5], 1e-13)
+    assert ratio(got) == pytest.approx(ratio(ref), rel=1e-6) and chk.smooth_ratio >= _probes.SMOOTH_RATIO
+
+
 def test_the_probe_constants_are_written_once():
     for path in (NQF / "structure").glob("*.py"):
         if path.name == "_probes.py":
