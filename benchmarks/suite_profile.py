@@ -32,7 +32,7 @@ class _Profile:
     def __init__(self, out: Path, worker: str):
         self.out, self.worker = out, worker
         self.tests: dict[str, dict] = {}
-        self.funs: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+        self.funs: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
         self.cur = {"lowerings": 0, "backend": 0.0, "hits": 0}
         import jax
 
@@ -46,13 +46,12 @@ class _Profile:
         elif event == _BACKEND:
             self.cur["backend"] += duration
             self.funs[fun_name][2] += duration
-        elif event == _HIT:
+        elif event == _HIT:  # (this event names no function: hits are counted per test only)
             self.cur["hits"] += 1
-            self.funs[fun_name][3] += 1
 
     def write(self):
         self.out.mkdir(parents=True, exist_ok=True)
-        funs = {k: {"lowerings": v[0], "lowering_s": round(v[1], 3), "backend_s": round(v[2], 3), "hits": v[3]}
+        funs = {k: {"lowerings": v[0], "lowering_s": round(v[1], 3), "backend_s": round(v[2], 3)}
                 for k, v in self.funs.items()}
         (self.out / f"{self.worker}.json").write_text(json.dumps({"tests": self.tests, "functions": funs}))
 
@@ -97,13 +96,13 @@ def pytest_sessionfinish(session):
 
 
 def _summary(folder: Path, top: int = 40) -> None:
-    tests, funs = {}, collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+    tests, funs = {}, collections.defaultdict(lambda: [0, 0.0, 0.0])
     for f in folder.glob("*.json"):
         d = json.loads(f.read_text())
         tests.update(d["tests"])
         for k, v in d["functions"].items():
             a = funs[k]
-            a[0] += v["lowerings"]; a[1] += v["lowering_s"]; a[2] += v["backend_s"]; a[3] += v["hits"]
+            a[0] += v["lowerings"]; a[1] += v["lowering_s"]; a[2] += v["backend_s"]
     tot = lambda key: sum(t[key] for t in tests.values())  # noqa: E731
     print(f"{len(tests)} tests: wall {tot('wall'):.0f} s, cpu self {tot('cpu_self'):.0f} s, "
           f"cpu children {tot('cpu_children'):.0f} s, lowerings {tot('lowerings')}, "
@@ -119,9 +118,9 @@ def _summary(folder: Path, top: int = 40) -> None:
     for k, t in sorted(tests.items(), key=lambda kv: -kv[1]["wall"])[:top]:
         print(f"  {t['wall']:7.1f} {t['cpu_self']:7.1f} {t['cpu_children']:7.1f} {t['backend_s']:6.1f} "
               f"{t['lowerings']:4d}  {k}")
-    print("\nfunctions by backend compile (lowerings, lowering s, backend s, hits):")
+    print("\nfunctions by backend compile (lowerings, lowering s, backend s):")
     for k, v in sorted(funs.items(), key=lambda kv: -kv[1][2])[:top]:
-        print(f"  {v[0]:5d} {v[1]:7.1f} {v[2]:7.1f} {v[3]:5d}  {k}")
+        print(f"  {v[0]:5d} {v[1]:7.1f} {v[2]:7.1f}  {k}")
 
 
 if __name__ == "__main__":
