@@ -33,7 +33,6 @@ from .._types import ArrayLike
 from .._types import Input
 from .._checks import invalid
 from .._checks import wrong_kind
-from .._random import normal
 
 
 class Architecture(eqx.Module):
@@ -142,10 +141,6 @@ def custom_architecture(
     _check_outputs(outputs)
     return CustomArchitecture(name, int(p), apply, structure, sample_input, describe,
                               None if outputs is None else int(outputs))
-
-
-def _normal(key: Array, shape: tuple[int, ...]) -> Array:
-    return normal(key, shape)
 
 
 # ----------------------------------------------------------------- helpers

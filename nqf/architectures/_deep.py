@@ -38,7 +38,6 @@ from .._types import ArrayLike
 from ._attention import multihead_attention
 from ._attention_rows import single_head_attention_logits
 from ._base import Architecture
-from ._base import _normal
 from ._base import _zero_slope
 from ._base import check_activation
 from ._base import check_input
@@ -167,7 +166,7 @@ class DeepMLP(DeepArchitecture):
         return jnp.concatenate([W1[:k], v[None]], axis=0)
 
     def sample_input(self, key):
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 def deep_mlp(*, k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activation: Callable = jnp.tanh,
@@ -237,7 +236,7 @@ class _MeanQuery(Architecture):
         return self._inner.structure((X.mean(axis=1), X))
 
     def sample_input(self, key):
-        return _normal(key, (self.D, self.N))
+        return normal(key, (self.D, self.N))
 
 
 class MeanQueryAttention(_MeanQuery):
@@ -326,7 +325,7 @@ class DeepAttention(DeepArchitecture):
         return jnp.concatenate([W1[:2 * s + sv], r.T], axis=0)
 
     def sample_input(self, key):
-        return _normal(key, (self.D, self.N))
+        return normal(key, (self.D, self.N))
 
 
 def deep_attention(*, D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
@@ -461,7 +460,7 @@ class DeepSingleHeadAttention(DeepArchitecture):
         return jnp.asarray(Ws[0])
 
     def sample_input(self, key):
-        return _normal(key, (self.D, self.N))
+        return normal(key, (self.D, self.N))
 
 
 def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Array) -> DeepArchitecture:

@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 from .._types import ArrayLike
 from ._base import Architecture
 from ._base import _check_outputs
-from ._base import _normal
+from .._random import normal
 from ._base import _readout
 from ._base import _readout_blocks
 from ._base import _zero_slope
@@ -88,7 +88,7 @@ class TwoLayerMLP(Architecture):
         return feedforward_structure(_zero_slope(self.activation, x) * _readout_blocks(xt, self.outputs))
 
     def sample_input(self, key: Array) -> Float[Array, " k"]:
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 def two_layer_mlp(
@@ -166,7 +166,7 @@ class CNN(Architecture):
         return feedforward_structure(_zero_slope(self.activation, x) * _readout_blocks(s, self.outputs))
 
     def sample_input(self, key: Array) -> Float[Array, "h w"]:
-        return _normal(key, (self.height, self.width))
+        return normal(key, (self.height, self.width))
 
 
 def cnn(
@@ -237,7 +237,7 @@ class MixtureOfExperts(Architecture):
         return feedforward_structure(_zero_slope(self.gate, x) * jnp.outer(x, G))
 
     def sample_input(self, key: Array) -> Float[Array, " k"]:
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 def mixture_of_experts(
@@ -298,7 +298,7 @@ class PhaseRetrieval(Architecture):
         return jnp.outer(x, x)
 
     def sample_input(self, key: Array) -> Float[Array, " n"]:
-        return _normal(key, (self.n,))
+        return normal(key, (self.n,))
 
 
 def phase_retrieval(n: int) -> Architecture:
@@ -344,7 +344,7 @@ class DiagonalLinearNetwork(Architecture):
         return feedforward_structure(D) if self.two_factor else 0.25 * D
 
     def sample_input(self, key: Array) -> Float[Array, " n"]:
-        return _normal(key, (self.n,))
+        return normal(key, (self.n,))
 
 
 def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture:

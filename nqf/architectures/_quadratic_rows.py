@@ -22,7 +22,6 @@ from .._checks import check_shape
 from .._types import ArrayLike
 from .._types import Input
 from ._base import Architecture
-from ._base import _normal
 from ._base import check_input
 from ._base import check_weights
 from ._base import feedforward_structure
@@ -60,7 +59,7 @@ class PSDMatrixSensing(Architecture):
         return 0.5 * (S + S.T)
 
     def sample_input(self, key: Array) -> Float[Array, "n n"]:
-        return _normal(key, (self.n, self.n))
+        return normal(key, (self.n, self.n))
 
 
 def psd_matrix_sensing(n: int) -> Architecture:
@@ -102,7 +101,7 @@ class RectangularMatrixSensing(Architecture):
         return feedforward_structure(jnp.asarray(x))
 
     def sample_input(self, key: Array) -> Float[Array, "n1 n2"]:
-        return _normal(key, (self.n1, self.n2))
+        return normal(key, (self.n1, self.n2))
 
 
 def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
@@ -220,7 +219,7 @@ class QuadraticNetwork(Architecture):
         return jnp.outer(x, x)
 
     def sample_input(self, key: Array) -> Float[Array, " n"]:
-        return _normal(key, (self.n,))
+        return normal(key, (self.n,))
 
 
 def quadratic_network(n: int) -> Architecture:
@@ -265,7 +264,7 @@ class BilinearSequenceRegression(Architecture):
         return feedforward_structure(jnp.outer(X[:, self.s], X[:, self.t]))
 
     def sample_input(self, key: Array) -> Float[Array, "D L"]:
-        return _normal(key, (self.D, self.L))
+        return normal(key, (self.D, self.L))
 
 
 def bilinear_sequence_regression(D: int, L: int, *, s: int = 0, t: int = 1) -> Architecture:

@@ -37,7 +37,7 @@ from jaxtyping import Array, Float
 from .._checks import check_size
 from .._types import ArrayLike
 from ._base import Architecture
-from ._base import _normal
+from .._random import normal
 from ._base import _zero_slope
 from ._base import check_input
 from ._base import check_weights
@@ -86,7 +86,7 @@ class OutputNonlinearityMLP(Architecture):
         return feedforward_structure(slope * x[:, None])
 
     def sample_input(self, key: Array) -> Float[Array, " k"]:
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 class NormalisedMLP(Architecture):
@@ -121,7 +121,7 @@ class NormalisedMLP(Architecture):
         return feedforward_structure(x[:, None] / jnp.sqrt(jnp.asarray(self.delta, x.dtype)))
 
     def sample_input(self, key: Array) -> Float[Array, " k"]:
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 class GatedMLP(Architecture):
@@ -159,7 +159,7 @@ class GatedMLP(Architecture):
         return feedforward_structure(C)
 
     def sample_input(self, key: Array) -> Float[Array, " k"]:
-        return _normal(key, (self.k,))
+        return normal(key, (self.k,))
 
 
 def output_nonlinearity_mlp(k: int, *, outer: Callable = jax.nn.softplus, activation: Callable = jax.nn.gelu,
