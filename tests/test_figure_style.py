@@ -51,3 +51,31 @@ def test_a_curve_against_its_label_is_named(tmp_path, kw, label, says):
     fixed = MEASURED_KW if "(measured)" in label else THEORY_KW
     assert _saved(tmp_path, lambda ax: ax.plot(T, T, **fixed, label=label)) == []
     assert not (folder / "f.conventions.txt").exists()  # saved again by the conventions: the record goes
+
+
+@pytest.mark.parametrize("fidelity, formats", [("quick", {"png"}), ("full", {"png", "svg"})])
+def test_a_chapter_at_quick_writes_the_png_only(tmp_path, fidelity, formats):
+    from nqf.pipeline import start_chapter, use_style
+
+    out = tmp_path / "out"
+    (out / "figures" / "ch00").mkdir(parents=True)
+    (out / "figures" / "ch00" / "f.svg").write_text("<svg/>")  # an earlier run's: stale unless rewritten
+    try:
+        start_chapter("ch00", fidelity, out)
+        fig, ax = plt.subplots()
+        ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
+        paths = savefig(fig, "f", chapter="ch00", out_dir=out)
+        plt.close(fig)
+        assert set(paths) == formats
+        assert {p.suffix[1:] for p in (out / "figures" / "ch00").iterdir()} == formats
+        assert (out / "figures" / "ch00" / "f.svg").read_text() != "<svg/>" if "svg" in formats else True
+    finally:
+        use_style()
+
+
+@pytest.mark.parametrize("bad", ["png", (), ("png", "png"), ("pdf",), ["png", "jpg"]])
+def test_use_style_names_bad_formats(bad):
+    from nqf.pipeline import use_style
+
+    with pytest.raises(ValueError, match="formats"):
+        use_style(bad)

@@ -14,7 +14,7 @@ from ._claims import Claims
 from ._parameters import check_parameter
 from ._parameters import declared_parameters
 from ._parameters import parameter_type
-from ._style import use_style
+from ._style import FIGURE_FORMATS, use_style
 
 FIDELITIES = ("quick", "full")
 
@@ -56,7 +56,8 @@ def _check_fidelity(name: str, value: Any, what: str = "") -> None:
 
 def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Claims:
     """Start a chapter: float64 for JAX (the book's tolerances need it; call this before creating any
-    array), the book's figure style, the fidelity checked (``"quick"`` or ``"full"``), and the collector
+    array), the book's figure style (:func:`nqf.pipeline.savefig` writes PNG and SVG, at quick fidelity the PNG
+    only), the fidelity checked (``"quick"`` or ``"full"``), and the collector
     of the chapter's claims, which writes ``<out_dir>/claims/<chapter>.json`` (and, beside it, the count of
     JAX compilations since this call: ``<chapter>.compilations.json``, which the runner adds to its timings).
 
@@ -71,7 +72,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         fidelity, out_dir = interactive_settings(fidelity, out_dir)
         _check_out_dir(out_dir)
     jax.config.update("jax_enable_x64", True)
-    use_style()
+    use_style(("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
     claims = Claims(chapter, fidelity, out_dir)
     claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
     return claims

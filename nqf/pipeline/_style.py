@@ -17,7 +17,8 @@ Conventions, used by every chapter:
 
 Call :func:`use_style` once at the top of a notebook (after the imports) and
 save every figure with :func:`savefig`, which writes
-``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg``.
+``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (at quick fidelity, through
+:func:`nqf.pipeline.start_chapter`, the PNG only).
 
 This module only touches matplotlib, and only when its functions are called.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from .._checks import require_value
@@ -121,19 +123,32 @@ RC_PARAMS: dict[str, Any] = {
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+#: The formats :func:`savefig` writes, as :func:`use_style` last set them.
+FIGURE_FORMATS = ("png", "svg")
+_formats: tuple[str, ...] = FIGURE_FORMATS
 
-def use_style() -> None:
-    """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle).
+
+def use_style(formats: "Sequence[str]" = FIGURE_FORMATS) -> None:
+    """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle), and set the
+    file formats :func:`savefig` writes: ``("png", "svg")`` by default; :func:`nqf.pipeline.start_chapter`
+    passes ``("png",)`` at quick fidelity, whose figures are checked and viewed, not printed (an SVG costs
+    as much to draw as the PNG: 24 s of the nine chapters' 49 s of figure files at quick, issue 31).
 
     Imports ``matplotlib.pyplot`` first, so that a notebook backend that sets
     its own rcParams on activation (the inline backend) cannot override ours.
     """
+    global _formats
+    formats = tuple(formats) if isinstance(formats, (tuple, list)) else formats
+    require_value("formats", isinstance(formats, tuple) and len(formats) > 0 and set(formats) <= set(FIGURE_FORMATS)
+                  and len(set(formats)) == len(formats),
+                  f"a non-empty tuple or list of distinct formats among {FIGURE_FORMATS}", repr(formats))
     import matplotlib as mpl
     import matplotlib.pyplot  # noqa: F401  (activates the backend first)
     from cycler import cycler
 
     mpl.rcParams.update(RC_PARAMS)
     mpl.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
+    _formats = formats
 
 
 def _no_marker(line) -> bool:
@@ -165,7 +180,8 @@ def _figure_conventions(fig) -> list[str]:
 
 
 def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> dict[str, Path]:
-    """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg``.
+    """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (the formats :func:`use_style`
+    set: the PNG only in a chapter at quick fidelity).
 
     Each file is written to a temporary name and moved into place, so a
     figure path never holds a half-written file.
@@ -177,7 +193,7 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
         out_dir: the chapter's output directory (the notebook's ``out_dir`` parameter).
 
     Returns:
-        ``{"png": Path, "svg": Path}``.
+        ``{"png": Path, "svg": Path}`` (``{"png": Path}`` with the PNG only).
 
     Warns (``UserWarning``, "figure convention: ...") for each labelled curve that breaks the book's
     conventions: a "(measured)" curve without markers, a "(theory)" curve with open markers or invisible;
@@ -192,6 +208,9 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for fmt, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+        if fmt not in _formats:  # not written: a file of an earlier call in this format would be stale
+            (folder / f"{name}.{fmt}").unlink(missing_ok=True)
+            continue
         final = folder / f"{name}.{fmt}"
         tmp = folder / f".{name}.{fmt}.{os.getpid()}.tmp"
         try:
