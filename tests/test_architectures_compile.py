@@ -10,6 +10,7 @@ optax's ``test_utils.log_compilations``.
 import time
 
 import jax
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -134,7 +135,7 @@ def test_custom_architecture_rejects_bad_arguments():
 
 
 def test_structure_reports_compile_a_plain_callable_once_per_call():
-    xs = jax.random.normal(jax.random.PRNGKey(3), (4, 3))
+    xs = normal(jax.random.PRNGKey(3), (4, 3))
     _SCALE["value"] = 1.0
     with count_compilations() as seen:
         reps = nqf.structure.structure_reports(_global_reading_module, xs, p=4)

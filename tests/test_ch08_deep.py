@@ -10,6 +10,7 @@ import numpy as np
 from nqf import architectures
 from nqf.model import deep_nqf_apply, deep_nqf_loss, layer_statistics
 from helpers import count_compilations
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch08_deep import deep_nqf_gd, theorem14, theorem15  # noqa: E402
@@ -19,7 +20,7 @@ ARCH = architectures.deep_mlp(k=4, hidden=(5, 6, 7))
 
 def _setup(seed):
     kW, kX = jax.random.split(jax.random.PRNGKey(seed))
-    Ws = tuple(0.2 * jax.random.normal(k, (p, 4)) for k, p in zip(jax.random.split(kW, 2), ARCH.ps))
+    Ws = tuple(0.2 * normal(k, (p, 4)) for k, p in zip(jax.random.split(kW, 2), ARCH.ps))
     xs = jax.vmap(ARCH.sample_input)(jax.random.split(kX, 12))
     return Ws, xs, jnp.sin(xs[:, 0])
 

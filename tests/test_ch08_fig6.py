@@ -11,6 +11,7 @@ import pytest
 from nqf import architectures
 from nqf.structure import nqf_output
 from helpers import count_compilations
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, split_runs, windows  # noqa: E402
@@ -47,7 +48,7 @@ def test_readout_contracts_the_identity_readout_model_and_its_nqf():
     D, N, d_k = 4, 3, 2
     c = np.array([0.3, -1.2, 0.7, 2.0])
     eye, one = architectures.qk_attention(D, N, d_k, c=np.eye(D)), architectures.qk_attention(D, N, d_k, c=c)
-    W = 0.4 * jax.random.normal(jax.random.PRNGKey(0), (eye.p, 3))
+    W = 0.4 * normal(jax.random.PRNGKey(0), (eye.p, 3))
     xs = jax.vmap(eye.sample_input)(jax.random.split(jax.random.PRNGKey(1), 5))
     args = {"c": jnp.asarray(c)}
     want_f = jax.vmap(lambda x: one.apply(W, x))(xs)
@@ -63,7 +64,7 @@ def test_fast_form_through_the_structure_matrix_equals_the_matrix_free_nqf():
     does a whole fast run's record."""
     mlp = architectures.two_layer_mlp(5)
     assert type(mlp).quadratic is architectures.Architecture.quadratic
-    W = jax.random.normal(jax.random.PRNGKey(2), (mlp.p, 7))
+    W = normal(jax.random.PRNGKey(2), (mlp.p, 7))
     xs = jax.vmap(mlp.sample_input)(jax.random.split(jax.random.PRNGKey(3), 6))
     want = jax.vmap(lambda x: nqf_output(mlp, W, x))(xs)
     np.testing.assert_allclose(Pair(mlp, False, True).predict(W, {}, xs, nqf=True), want, rtol=1e-10)

@@ -11,6 +11,7 @@ import optax
 import nqf
 from nqf import architectures
 from helpers import count_compilations
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch08_fig8 import (gd_momentum_adam, log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs,  # noqa: E402
@@ -20,13 +21,13 @@ from ch08_fig8 import (gd_momentum_adam, log_loss_gap, log_loss_gap_steps, pilot
 def test_side_by_side_equals_separate_optax_runs():
     arch = architectures.deep_mlp(k=3, hidden=(4, 4, 4))
     S = 2
-    Wt = tuple(jax.random.normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(0), 2),
-                                                                    arch.ps, arch.widths))
+    Wt = tuple(normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(0), 2),
+                                                            arch.ps, arch.widths))
     train, test = teacher_data(arch, Wt, key=jax.random.PRNGKey(1), n_train=20, n_test=30)
     assert train[0].shape == (S, 20, 3) and test[1].shape == (S, 30)
     np.testing.assert_allclose(np.std(np.asarray(train[1]), axis=1), 1.0, rtol=1e-12)
-    Ws = tuple(0.3 * jax.random.normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(2), 2),
-                                                                         arch.ps, arch.widths))
+    Ws = tuple(0.3 * normal(k, (S, p, d)) for k, p, d in zip(jax.random.split(jax.random.PRNGKey(2), 2),
+                                                                  arch.ps, arch.widths))
     W1 = jax.vmap(lambda *W: arch.collapse(W))(*Ws)
     opt = optax.adam(1e-2)
     res = train_side_by_side((arch.apply, arch.deep_nqf, arch.one_layer_nqf), (Ws, Ws, W1), opt, train_data=train,
@@ -48,8 +49,8 @@ def test_side_by_side_equals_separate_optax_runs():
 def test_side_by_side_compiles_once_for_new_rate():
     arch = architectures.two_layer_mlp(3)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    W0 = 0.01 * jax.random.normal(keys[0], (2, arch.p, 4))
-    Wt = jax.random.normal(keys[1], (2, arch.p, 2))
+    W0 = 0.01 * normal(keys[0], (2, arch.p, 4))
+    Wt = normal(keys[1], (2, arch.p, 2))
     train, test = teacher_data(arch, Wt, key=keys[0], n_train=10, n_test=6)
     kw = dict(train_data=train, test_data=test, num_steps=10, record_every=5)
     W2 = 2 * W0
@@ -89,7 +90,7 @@ def test_seeded_inputs_per_seed_and_side_by_side_keeps_every_step():
 
 def test_sharpness_and_pilot_rate_on_a_linear_model():
     """A linear model's MSE has the constant Hessian 2 X^T X / m: the pilot rule stops at 1 / lambda in one round."""
-    X = jax.random.normal(jax.random.PRNGKey(0), (2, 30, 3))
+    X = normal(jax.random.PRNGKey(0), (2, 30, 3))
     y = jnp.zeros((2, 30))
     apply = lambda w, x: x @ w  # noqa: E731
     lam = np.array([np.linalg.eigvalsh(2 * Xs.T @ Xs / 30).max() for Xs in np.asarray(X)])
@@ -118,8 +119,8 @@ def test_gd_momentum_adam_is_each_optax_optimiser_and_compiles_once():
             np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15)
     arch = architectures.two_layer_mlp(3)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    W0 = 0.1 * jax.random.normal(keys[0], (2, arch.p, 4))
-    train, test = teacher_data(arch, jax.random.normal(keys[1], (2, arch.p, 2)), key=keys[0], n_train=10, n_test=6)
+    W0 = 0.1 * normal(keys[0], (2, arch.p, 4))
+    train, test = teacher_data(arch, normal(keys[1], (2, arch.p, 2)), key=keys[0], n_train=10, n_test=6)
     kw = dict(train_data=train, test_data=test, num_steps=10, record_every=5)
     train_side_by_side((arch.apply,), (W0,), nqf.optimizer(gd_momentum_adam, 0.05, momentum=0.0, adam=0.0), **kw)
     with count_compilations() as seen:

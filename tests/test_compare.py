@@ -11,21 +11,22 @@ import nqf
 from helpers import BAD_INPUT
 from nqf.training import compare_with_nqf
 from nqf.structure import check_hypotheses
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 
 def _mlp_data(m=40, k=5, o=3, seed=0):
     kx, ke = jax.random.split(jax.random.PRNGKey(seed))
-    xs = jax.random.normal(kx, (m, k))
-    E = 0.5 * jax.random.normal(ke, (o, k))
+    xs = normal(kx, (m, k))
+    E = 0.5 * normal(ke, (o, k))
     return xs, xs @ E.T
 
 
 def test_quadratic_network_is_its_nqf():
     """A module that IS its NQF (quadratic network, Table 3): the two runs agree to rounding."""
     arch = nqf.architectures.quadratic_network(4)
-    xs = jax.random.normal(jax.random.PRNGKey(0), (30, 4))
+    xs = normal(jax.random.PRNGKey(0), (30, 4))
     ys = jnp.sum(xs[:, :2] ** 2, axis=1)
-    W0 = 0.1 * jax.random.normal(jax.random.PRNGKey(1), (4, 3))
+    W0 = 0.1 * normal(jax.random.PRNGKey(1), (4, 3))
     for opt in (optax.sgd(0.01), optax.sgd(0.01, momentum=0.9), optax.adam(0.01)):
         res = compare_with_nqf(arch, W0, (xs, ys), opt, 50, probe=xs[:5], track=("loss", "outputs"))
         assert np.max(res.gap) < 1e-12
@@ -37,7 +38,7 @@ def test_quadratic_network_is_its_nqf():
 def test_tanh_mlp_small_init_tracks_and_large_init_parts():
     arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
-    Z = jax.random.normal(jax.random.PRNGKey(2), (8, 8))
+    Z = normal(jax.random.PRNGKey(2), (8, 8))
     W0 = jnp.stack([1e-3 * Z, 0.5 * Z])  # two runs at once (vmap)
     res = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.05), 100, probe=xs[:10],
                            track=("loss", "outputs", "singular_values"),
@@ -51,7 +52,7 @@ def test_tanh_mlp_small_init_tracks_and_large_init_parts():
 def test_minibatches_and_sampling_function_give_the_same_batches():
     arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
-    W0 = 0.01 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
+    W0 = 0.01 * normal(jax.random.PRNGKey(3), (8, 4))
     steps, b = 20, 8
     key = jax.random.PRNGKey(4)
     idx = jnp.stack([jax.random.choice(k, 40, (b,), replace=False) for k in jax.random.split(key, steps)])
@@ -81,7 +82,7 @@ def test_bias_breaking_zgz_and_broken_symmetry_are_refused():
     with pytest.raises(ValueError, match="ZGZ"):
         compare_with_nqf(cosh, 0.1 * jnp.ones((6, 4)), (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
     weighted = lambda W, x: jnp.sum(jnp.arange(1.0, 5.0) * W[5] * jnp.tanh(W[:5].T @ x))  # noqa: E731
-    W0 = 0.1 * jax.random.normal(jax.random.PRNGKey(0), (6, 4))
+    W0 = 0.1 * normal(jax.random.PRNGKey(0), (6, 4))
     with pytest.raises(ValueError, match="permutation"):
         compare_with_nqf(weighted, W0, (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
 
@@ -130,7 +131,7 @@ def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
 
     for i, mod in enumerate(fig2_modules(key=jax.random.PRNGKey(20))):
         T = low_rank_teacher(mod, 3, key=jax.random.PRNGKey(i))
-        W = 0.3 * jax.random.normal(jax.random.PRNGKey(10 + i), (mod.arch.p, mod.d))
+        W = 0.3 * normal(jax.random.PRNGKey(10 + i), (mod.arch.p, mod.d))
         x = jax.tree_util.tree_map(lambda a: a[0], T.xs)
         L_teacher, closed, nqf_out, L = jax.jit(parts, static_argnums=0)(mod, W, x, T.W_teacher)
         sv = np.linalg.svd(L_teacher, compute_uv=False)
@@ -146,7 +147,7 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
     matrix-free NQF's run to rounding, under GD and Adam, batched or not, full batch or minibatches."""
     arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
-    W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (2, 8, 4))
+    W0 = 0.05 * normal(jax.random.PRNGKey(3), (2, 8, 4))
     quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731  Prop. 1 with tanh'(0) = 1: Tr[W W^T A(x)] = V U^T x
     idx = jax.random.randint(jax.random.PRNGKey(5), (30, 8), 0, 40)
     for opt, batches in ((optax.sgd(0.1), None), (nqf.training.optimizer("adam", 0.01), idx)):
@@ -167,7 +168,7 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
 def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
     arch = nqf.architectures.two_layer_mlp(5, outputs=3)
     xs, ys = _mlp_data()
-    W0 = 0.05 * jax.random.normal(jax.random.PRNGKey(3), (8, 4))
+    W0 = 0.05 * normal(jax.random.PRNGKey(3), (8, 4))
     wrong = lambda W, x: 1.01 * (W[5:] @ W[:5].T @ x)  # noqa: E731  1 % off
     with pytest.raises(ValueError, match="does not equal the matrix-free NQF"):
         compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form=wrong, key=jax.random.PRNGKey(17))
@@ -191,7 +192,7 @@ def test_default_quadratic_is_the_matrix_free_nqf():
 
     for arch in (nqf.architectures.two_layer_mlp(4), nqf.architectures.two_layer_mlp(4, outputs=2),
                  nqf.architectures.cnn(5, 5, 3, 3)):
-        W = jax.random.normal(jax.random.PRNGKey(0), (arch.p, 3))
+        W = normal(jax.random.PRNGKey(0), (arch.p, 3))
         x = arch.sample_input(jax.random.PRNGKey(1))
         want = nqf_output(arch, W, x) - arch.apply(jnp.zeros_like(W), x)
         np.testing.assert_allclose(arch.quadratic(W, x), want, rtol=1e-10, atol=1e-12)
@@ -201,7 +202,7 @@ def test_qk_attention_quadratic_is_its_nqf():
     """QKAttention.quadratic (no p x p matrix) = Tr[W W^T A(x)] of its closed form, scalar and vector readout."""
     for c in (jnp.linspace(-1.0, 1.0, 4), jnp.ones((4, 2))):
         arch = nqf.architectures.qk_attention(4, 5, 3, c=c)
-        W = jax.random.normal(jax.random.PRNGKey(0), (arch.p, 3))
+        W = normal(jax.random.PRNGKey(0), (arch.p, 3))
         x = arch.sample_input(jax.random.PRNGKey(1))
         dense = jnp.einsum("...ij,ij->...", arch.structure(x), W @ W.T)
         np.testing.assert_allclose(arch.quadratic(W, x), dense, rtol=1e-12)

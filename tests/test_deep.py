@@ -14,6 +14,7 @@ from nqf.updates import deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, weight
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
 
 from helpers import BAD_INPUT
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 MLP = deep_mlp(k=4, hidden=(5, 6, 7))
 ATT = deep_attention(D=3, N=4, d_k=2)
@@ -22,7 +23,7 @@ SHA = deep_single_head_attention(D=3, N=4, d_k=2, key=jax.random.PRNGKey(81))  #
 
 def random_weights(arch, widths, scale=0.3, seed=0):
     keys = jax.random.split(jax.random.PRNGKey(seed), len(arch.ps))
-    return tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(keys, arch.ps, widths))
+    return tuple(scale * normal(k, (p, d)) for k, p, d in zip(keys, arch.ps, widths))
 
 
 def inputs(arch, m, seed=1):
@@ -41,7 +42,7 @@ def test_forms_equal_trace_of_structure(arch, widths):
         assert A.shape == new.shape + M.shape
         np.testing.assert_allclose(new, jnp.einsum("...ij,ji->...", A, M), rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(A, jnp.swapaxes(A, -1, -2), atol=0)
-        h = new + 0.3 * jax.random.normal(jax.random.PRNGKey(6), new.shape)  # a generic h for the next block
+        h = new + 0.3 * normal(jax.random.PRNGKey(6), new.shape)  # a generic h for the next block
 
 
 def _block_modules(arch):
@@ -78,7 +79,7 @@ def test_structures_are_half_the_hessian(arch):
         hess = jax.jit(jax.hessian(block))(jnp.zeros(p), h)
         A = structure(h)
         np.testing.assert_allclose(A, 0.5 * hess, atol=1e-12)
-        h = block(jnp.ones(p) * 0.4, h) + jax.random.normal(jax.random.PRNGKey(3), jnp.shape(block(jnp.zeros(p), h)))
+        h = block(jnp.ones(p) * 0.4, h) + normal(jax.random.PRNGKey(3), jnp.shape(block(jnp.zeros(p), h)))
 
 
 @pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (2, 2))])
@@ -252,7 +253,7 @@ def test_single_head_forms_are_f0_plus_trace_of_structure_and_half_the_hessian()
         np.testing.assert_allclose(f0, block(jnp.zeros(p), h), rtol=1e-13)
         np.testing.assert_allclose(A, 0.5 * jax.jit(jax.hessian(block))(jnp.zeros(p), h), atol=1e-12)
         assert float(jnp.max(jnp.abs(A[..., :p // 2, p // 2:]))) > 1e-3  # query-key block: at quadratic order
-        h = new + 0.3 * jax.random.normal(jax.random.PRNGKey(6), new.shape)
+        h = new + 0.3 * normal(jax.random.PRNGKey(6), new.shape)
 
 
 def test_single_head_module_approaches_its_deep_nqf():

@@ -12,6 +12,7 @@ import pytest
 import nqf
 from nqf.training._report import step_map
 from models_example import TwoLayerNet, dict_apply, tanh_mlp, teacher_data
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -39,7 +40,7 @@ def _models():
     params = {"U": net.U, "b": net.b, "V": net.V}
     x5, y5 = teacher_data(m=150, n_in=6, n_out=5, s=(1.0, 0.6, 0.36, 0.22, 0.13), seed=3)
     k1, k2 = jax.random.split(jax.random.PRNGKey(4))
-    sin5 = TwoLayerNet(1e-3 * jax.random.normal(k1, (12, 6)), 1e-3 * jax.random.normal(k2, (5, 12)), jnp.sin)
+    sin5 = TwoLayerNet(1e-3 * normal(k1, (12, 6)), 1e-3 * normal(k2, (5, 12)), jnp.sin)
     return {
         "equinox, sgd": (net, (xs, ys), optax.sgd(0.05), 800, {}),
         "apply with a dict, sgd": (params, (xs, ys), optax.sgd(0.05), 800,

@@ -1,6 +1,7 @@
 """The feed-forward form of a structure matrix, Eqs. (17)-(19)."""
 
 import jax
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -18,17 +19,17 @@ KEY = jax.random.PRNGKey(0)
 
 
 def test_split_structure_inverts_eq17_also_per_output():
-    C = jax.random.normal(KEY, (3, 4))
+    C = normal(KEY, (3, 4))
     np.testing.assert_allclose(split_structure(feedforward_structure(C), 3), C, rtol=1e-15)
-    Cs = jax.random.normal(KEY, (2, 3, 4))  # one C^(m) per output (App. B.2)
+    Cs = normal(KEY, (2, 3, 4))  # one C^(m) per output (App. B.2)
     np.testing.assert_allclose(split_structure(feedforward_structure(Cs), 3), Cs, rtol=1e-15)
 
 
 def test_output_effective_matrix_and_representation():
     n1, n2, d = 3, 2, 5
     kC, kW = jax.random.split(KEY)
-    C = jax.random.normal(kC, (n1, n2))
-    W = jax.random.normal(kW, (n1 + n2, d))
+    C = normal(kC, (n1, n2))
+    W = normal(kW, (n1 + n2, d))
     A = feedforward_structure(C)
     Z1, Z2 = split_weights(W, n1)
     np.testing.assert_array_equal(Z1, W[:n1])  # neurons are columns: the split is along rows
@@ -50,7 +51,7 @@ def test_output_effective_matrix_and_representation():
 def test_feedforward_form_of_a_vector_mlp():
     mlp = two_layer_mlp(4, outputs=3)
     x = mlp.sample_input(KEY)
-    W = 0.1 * jax.random.normal(jax.random.PRNGKey(1), (mlp.p, 6))
+    W = 0.1 * normal(jax.random.PRNGKey(1), (mlp.p, 6))
     form = feedforward_form(mlp, x, W, 4)
     assert isinstance(form, FeedforwardForm)
     assert form.C.shape == (3, 4, 3) and form.effective.shape == (3, 4) and form.h.shape == (3, 6, 3)
@@ -98,7 +99,7 @@ def test_bad_input_names_the_argument():
 
 
 def test_feedforward_splits_lists_every_split_of_eq17():
-    C = jax.random.normal(KEY, (3, 4))
+    C = normal(KEY, (3, 4))
     assert feedforward_splits(feedforward_structure(C)) == [3]
     assert feedforward_splits(jnp.outer(jnp.arange(1.0, 4.0), jnp.arange(1.0, 4.0))) == []  # x x^T: not feed-forward
     one_hot = jnp.zeros((3, 4)).at[1, 2].set(1.0)  # e_i e_j^T: any split between row 1 and column 2

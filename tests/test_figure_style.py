@@ -78,4 +78,4 @@ def test_use_style_names_bad_formats(bad):
     from nqf.pipeline import use_style
 
     with pytest.raises(ValueError, match="formats"):
-        use_style(bad)
+        use_style(formats=bad)

@@ -9,6 +9,7 @@ import pytest
 
 import nqf
 from nqf.structure import neuron_weights, pytree_structure_matrix
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 K, H, O = 4, 6, 3
 
@@ -26,7 +27,7 @@ def _eqx_mlp(scale=0.1):
 
 def _dict_mlp(scale=0.1):
     k1, k2 = jax.random.split(jax.random.PRNGKey(1))
-    params = {"U": scale * jax.random.normal(k1, (K, H)), "v": scale * jax.random.normal(k2, (H, O))}
+    params = {"U": scale * normal(k1, (K, H)), "v": scale * normal(k2, (H, O))}
     apply = lambda prm, x: jnp.tanh(x @ prm["U"]) @ prm["v"]  # noqa: E731
     return params, apply, {"U": 1, "v": 0}
 
@@ -49,7 +50,7 @@ def test_packing_is_the_mlp_packing_and_inverts():
 @pytest.mark.parametrize("kind", ["equinox", "dict"])
 def test_structure_matrix_is_eq6(kind):
     """Autodiff A of the pytree module = the closed form of Eq. (6), one A per output."""
-    x = jax.random.normal(jax.random.PRNGKey(2), (K,))
+    x = normal(jax.random.PRNGKey(2), (K,))
     if kind == "equinox":
         mlp, axes = _eqx_mlp()
         A = pytree_structure_matrix(None, mlp, x, axes)
@@ -82,8 +83,8 @@ def test_bad_axes():
 
 def test_compare_on_pytrees_equals_compare_on_the_architecture():
     """compare_with_nqf on an equinox MLP and on a dict MLP = on nqf.architectures.two_layer_mlp with the packed W."""
-    xs = jax.random.normal(jax.random.PRNGKey(3), (30, K))
-    ys = xs @ jax.random.normal(jax.random.PRNGKey(4), (K, O))
+    xs = normal(jax.random.PRNGKey(3), (30, K))
+    ys = xs @ normal(jax.random.PRNGKey(4), (K, O))
     opt = optax.adam(0.02)
     mlp, axes = _eqx_mlp()
     W0, _ = neuron_weights(mlp, axes)

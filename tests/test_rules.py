@@ -21,6 +21,7 @@ from nqf._checks import check_float64, check_record_every
 from nqf.solutions import halfway_crossing
 from nqf.structure import _probes
 from nqf.training import first_crossing, first_exceedance
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 NQF = Path(nqf.__file__).resolve().parent
 
@@ -183,7 +184,7 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
 # ----------------------------------------------------------------- the neuron packing
 def test_neuron_packing_is_one_hashable_value_that_round_trips():
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
-    net = TwoLayerNet(jax.random.normal(k1, (4, 3)), jax.random.normal(k2, (1, 4)))
+    net = TwoLayerNet(normal(k1, (4, 3)), normal(k2, (1, 4)))
     W, layout = structure.neuron_weights(net, net.neuron_axes())
     pk = layout.packing
     assert isinstance(pk, structure.NeuronPacking) and W.shape == (4, 4)

@@ -1,6 +1,7 @@
 """Autodiff structure matrices, the hypotheses of Theorem 1, and the NQF remainder."""
 
 import jax
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -86,7 +87,7 @@ def test_cross_neuron_coupling_gives_B():
     np.testing.assert_allclose(rep.B, np.outer(a, a), atol=1e-13)
     np.testing.assert_allclose(rep.A, np.outer(b, b), atol=1e-13)
     assert not rep.zgz and rep.permutation_symmetric
-    W = jax.random.normal(KEY, (3, 5))
+    W = normal(KEY, (3, 5))
     np.testing.assert_allclose(nqf_expansion(rep.A, W, f0=rep.f0, g=rep.g, B=rep.B), module(W, None), rtol=1e-12)
     with pytest.raises(ValueError, match=r"breaks ZGZ.*\|B\(x\)\| = 6"):
         structure_matrix(module, jnp.zeros(1), p=3)
@@ -100,7 +101,7 @@ def test_relu_is_reported_not_silently_wrong():
         structure_matrix(_mlp(jax.nn.relu), X3, p=4)
     arch = two_layer_mlp(3, activation=jax.nn.relu, check_smooth=False)
     assert not structure_report(arch, X3).smooth_at_zero
-    W = jax.random.normal(KEY, (4, 3))
+    W = normal(KEY, (4, 3))
     assert abs(remainder_scaling(arch, X3, W, rep.A).slope - 2.0) < 0.1  # remainder O(s^2): A is wrong
 
 
@@ -143,7 +144,7 @@ def test_bad_arguments_raise_clear_errors():
 
 
 def test_structure_stack_paths():
-    xs = jax.random.normal(KEY, (5, 3))
+    xs = normal(KEY, (5, 3))
     arch = two_layer_mlp(3)
     closed = structure_stack(arch, xs)
     auto = structure_stack(_mlp(jnp.tanh), xs, p=4)
@@ -176,7 +177,7 @@ def test_qk_attention_report_has_constant_f0():
 )
 def test_remainder_slope(phi, slope):
     arch = two_layer_mlp(3, activation=phi)
-    W = jax.random.normal(KEY, (arch.p, 4))
+    W = normal(KEY, (arch.p, 4))
     fit = remainder_scaling(arch, X3, W, arch.structure(X3), scales=np.logspace(-3, -1, 9))
     assert abs(fit.slope - slope) < 0.1
     assert fit.remainders.shape == (9,) and np.all(np.diff(fit.remainders) > 0)
@@ -184,7 +185,7 @@ def test_remainder_slope(phi, slope):
 
 def test_exactly_quadratic_module_has_zero_remainder():
     module = lambda W, x: jnp.sum((W.T @ x) ** 2)  # noqa: E731  (phase retrieval)
-    W = jax.random.normal(KEY, (3, 2))
+    W = normal(KEY, (3, 2))
     fit = remainder_scaling(module, X3, W, jnp.outer(X3, X3))
     assert np.max(fit.remainders) < 1e-15 and np.isnan(fit.slope)
 
@@ -192,7 +193,7 @@ def test_exactly_quadratic_module_has_zero_remainder():
 def test_nqf_expansion_vector_and_errors():
     arch = two_layer_mlp(3, outputs=2)
     A = arch.structure(X3)
-    W = 1e-3 * jax.random.normal(KEY, (5, 4))
+    W = 1e-3 * normal(KEY, (5, 4))
     out = nqf_expansion(A, W)
     assert out.shape == (2,)
     np.testing.assert_allclose(out, arch.apply(W, X3), rtol=1e-5)

@@ -1,6 +1,7 @@
 """Table 3 as code: the 17 rows, their closed forms against autodiff, the neuron convention."""
 
 import jax
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -100,7 +101,7 @@ def test_neurons_as_rows_follow_the_papers_convention():
     # Linear SSL: the paper's encoder (k x n) has one neuron per row; nqf takes W.T.
     ssl = linear_ssl_augmentation(4)
     x = _sample(ssl, 5)
-    W_paper = jax.random.normal(key, (6, 4))
+    W_paper = normal(key, (6, 4))
     delta = x[0] - x[1]
     W = to_nqf_weights(W_paper, "rows")
     assert W.shape == (4, 6)
@@ -110,13 +111,13 @@ def test_neurons_as_rows_follow_the_papers_convention():
     # Tied attention: W^Q = W^K = W (d_k x D), neurons = rows.
     tied = tied_qk_attention(3, 5, 4)
     q, X = _sample(tied, 6)
-    W_paper = jax.random.normal(key, (4, 3))
+    W_paper = normal(key, (4, 3))
     c = jnp.ones(3) / jnp.sqrt(3)
     direct = c @ X @ jax.nn.softmax(X.T @ W_paper.T @ W_paper @ q / 2.0)
     assert float(tied.apply(to_nqf_weights(W_paper, "rows"), (q, X))) == pytest.approx(float(direct), rel=1e-13)
     # Single-head logits: neuron i = (row i of W^Q, row i of W^K).
     sh = single_head_attention_logits(3, 5, 4)
-    WQ, WK = jax.random.normal(key, (2, 4, 3))
+    WQ, WK = normal(key, (2, 4, 3))
     direct = c @ X @ jax.nn.softmax(X.T @ WK.T @ WQ @ q / 2.0)
     assert float(sh.apply(stack_query_key(WQ, WK), (q, X))) == pytest.approx(float(direct), rel=1e-13)
     assert to_nqf_weights(W_paper, "columns") is not None and to_nqf_weights(W_paper, "columns").shape == (4, 3)
@@ -150,7 +151,7 @@ def test_mha_query_key_enter_at_quartic_order():
     sl = mha_slices(D, d_k, d_v)
     assert sl["readout"].stop == mha.p and sl["query"].stop == d_k * D
     x = _sample(mha, 2)
-    W = jax.random.normal(jax.random.PRNGKey(3), (mha.p, 3))
+    W = normal(jax.random.PRNGKey(3), (mha.p, 3))
     W = W / jnp.linalg.norm(W)
     A = mha.structure(x)
     assert float(jnp.max(jnp.abs(A[: sl["key"].stop]))) == 0.0

@@ -16,6 +16,7 @@ import pytest
 import nqf
 from nqf import architectures, training
 from helpers import count_compilations
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 
 class Quadratic(eqx.Module):
@@ -151,7 +152,7 @@ def _mlp_data(seed, m=12):
 
 def test_compare_with_nqf_compiles_once_for_new_data_and_rate():
     arch, xs, ys = _mlp_data(0)
-    W0 = 0.01 * jax.random.normal(jax.random.PRNGKey(1), (arch.p, 4))
+    W0 = 0.01 * normal(jax.random.PRNGKey(1), (arch.p, 4))
     nqf.compare_with_nqf(arch, W0, (xs, ys), nqf.optimizer("sgd", 0.1), 10, probe=xs, track=("loss", "outputs"))
     _, xs2, ys2 = _mlp_data(5)
     W2 = 2 * W0

@@ -12,6 +12,7 @@ from nqf.structure import neuron_weights, pytree_structure_stack
 
 from helpers import count_compilations
 from models_example import make_model, make_sin_model
+from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 jax.config.update("jax_enable_x64", True)
 
@@ -87,7 +88,7 @@ def test_linear_network_is_its_own_nqf():
     """Where the NQF is exact (a linear network), the model run and the NQF run coincide to rounding."""
     xs, ys = _teacher(seed=2)
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
-    net = LinearNet(1e-3 * jax.random.normal(k1, (5, 4)), 1e-3 * jax.random.normal(k2, (3, 5)))
+    net = LinearNet(1e-3 * normal(k1, (5, 4)), 1e-3 * normal(k2, (3, 5)))
     rep = nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 600)
     c = rep.run.comparison
     assert np.max(c.gap) < 1e-9 and not np.isfinite(rep.window)
@@ -120,7 +121,7 @@ def test_float32_model_gets_an_enable_float64_error():
 def test_hypothesis_errors_name_the_users_class():
     xs, ys = _teacher()
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
-    net = ReluNet(0.1 * jax.random.normal(k1, (5, 4)), 0.1 * jax.random.normal(k2, (3, 5)))
+    net = ReluNet(0.1 * normal(k1, (5, 4)), 0.1 * normal(k2, (3, 5)))
     with pytest.raises(ValueError, match="ReluNet is not smooth") as err:
         nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10, neuron_axes=ReluNet(0, 1))
     assert "_call_module" not in str(err.value)
@@ -195,8 +196,8 @@ class TanhNet(eqx.Module):
 
 def make_model(key, n_in, n_out, width=8, init_scale=1e-3):
     k1, k2, k3 = jax.random.split(key, 3)
-    return TanhNet(init_scale * jax.random.normal(k1, (width, n_in)), init_scale * jax.random.normal(k2, (width,)),
-                   init_scale * jax.random.normal(k3, (n_out, width)))
+    return TanhNet(init_scale * normal(k1, (width, n_in)), init_scale * normal(k2, (width,)),
+                   init_scale * normal(k3, (n_out, width)))
 '''
 
 

@@ -72,7 +72,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         fidelity, out_dir = interactive_settings(fidelity, out_dir)
         _check_out_dir(out_dir)
     jax.config.update("jax_enable_x64", True)
-    use_style(("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
+    use_style(formats=("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
     claims = Claims(chapter, fidelity, out_dir)
     claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
     return claims

@@ -128,10 +128,10 @@ FIGURE_FORMATS = ("png", "svg")
 _formats: tuple[str, ...] = FIGURE_FORMATS
 
 
-def use_style(formats: "Sequence[str]" = FIGURE_FORMATS) -> None:
+def use_style(*, formats: "Sequence[str]" = FIGURE_FORMATS) -> None:
     """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle), and set the
     file formats :func:`savefig` writes: ``("png", "svg")`` by default; :func:`nqf.pipeline.start_chapter`
-    passes ``("png",)`` at quick fidelity, whose figures are checked and viewed, not printed (an SVG costs
+    passes ``formats=("png",)`` at quick fidelity, whose figures are checked and viewed, not printed (an SVG costs
     as much to draw as the PNG: 24 s of the nine chapters' 49 s of figure files at quick, issue 31).
 
     Imports ``matplotlib.pyplot`` first, so that a notebook backend that sets
