@@ -382,7 +382,8 @@ def _check_rows(data, batches, vmapped: bool) -> None:
                       ", ".join(f"{n} rows at {w}" for n, w in sorted(sizes.items())))
     if sizes:
         m = next(iter(sizes))
-        lo, hi = int(batches.min()), int(batches.max())
+        host = np.asarray(batches)
+        lo, hi = int(host.min()), int(host.max())
         if lo < 0 or hi >= m:
             raise invalid("batches", f"hold indices in [0, {m}) (the rows of `data`)", f"range [{lo}, {hi}]")
 
@@ -482,7 +483,9 @@ def train(
             check_key("key", key)
         select = Sampled(sample)
     elif batches is not None:
-        batches = jnp.asarray(batches)
+        # checked on the host (NumPy): jnp.asarray and a jax array's min/max would compile three eager programs
+        # per shape; the scan takes either kind
+        batches = batches if isinstance(batches, jax.Array) else np.asarray(batches)
         lead = 1 if "batches" in vmap else 0
         if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
                 not jnp.issubdtype(batches.dtype, jnp.integer):
