@@ -179,8 +179,8 @@ def _nqf_parts(form, arch, xs, W_one, key_check, name):
                           f"nqf_form='structure', which would hold {entries:.2e} structure-matrix entries for {m} "
                           f"samples of {name}")
         A = _structures(arch, xs)
-    head = jax.tree_util.tree_map(lambda a: a[:4], xs)
-    f0h, Ah = f0[:4], None if A is None else A[:4]
+    head = jax.tree_util.tree_map(lambda a: np.asarray(a)[:4], xs)  # on the host: a jax array's slice compiles
+    f0h, Ah = np.asarray(f0)[:4], None if A is None else np.asarray(A)[:4]
     Ws = (W_one,) if key_check is None else (W_one, normal(key_check, W_one.shape, W_one.dtype))
     for W in Ws:
         err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
@@ -346,7 +346,7 @@ def compare_with_nqf(
     if "probe_loss" in track and py is None:
         raise invalid("probe_targets", "be given to track 'probe_loss'", "None")
     # ---- shapes of module, data and probe agree
-    W_one = W0[0] if batched else W0
+    W_one = np.asarray(W0)[0] if batched else W0  # (a jax array's W0[0] would compile a slice)
     if batched and neuron_axes != 1:
         raise invalid("W0", "be one set of weights unless `module` is an Architecture (a batch (B, p, d) needs one)", f"a batch of shape {np.shape(W0)}")
     tr, frozen, ax_leaves, d = split_params(W_one, neuron_axes)
