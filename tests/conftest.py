@@ -54,16 +54,18 @@ def loose_promotion():
         yield
 
 
-@pytest.fixture(autouse=True)
-def _flows_take_the_jit_path(request, monkeypatch):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
     """In-process tests solve flows on their jit path, without the export cache (``NQF_EXPORT_CACHE=0``,
     nqf/flow/_export.py): an exported flow compiles an expanded program (tests/test_flow.py: 58 s with the
     cache, 48 s without, from a cold JAX cache, alone) whose results are the jit path's bit for bit, which
     tests/test_flow_export.py checks with the cache on. The chapters (``notebook`` tests) keep it, as a
-    reader's runs do."""
-    if request.node.get_closest_marker("notebook") is None and request.node.path.name != "test_flow_export.py":
-        monkeypatch.setenv("NQF_EXPORT_CACHE", "0")
-    yield
+    reader's runs do. Set before any fixture of the test (a module-scoped one included), so a fixture's
+    flow and its test's take the same path."""
+    if item.get_closest_marker("notebook") is None and item.path.name != "test_flow_export.py":
+        os.environ["NQF_EXPORT_CACHE"] = "0"
+    else:
+        os.environ.pop("NQF_EXPORT_CACHE", None)
 
 
 def pytest_addoption(parser):

@@ -12,7 +12,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 
 class GeluMLP(eqx.Module):
@@ -31,8 +30,8 @@ class GeluMLP(eqx.Module):
 
 def make_model(key, n_in, n_out, width=8, init_scale=1e-2):
     k1, k2, k3 = jax.random.split(key, 3)
-    return GeluMLP(init_scale * normal(k1, (width, n_in)), init_scale * normal(k2, (width,)),
-                   init_scale * normal(k3, (n_out, width)))
+    return GeluMLP(init_scale * jax.random.normal(k1, (width, n_in)), init_scale * jax.random.normal(k2, (width,)),
+                   init_scale * jax.random.normal(k3, (n_out, width)))
 
 
 class SinMLP(eqx.Module):
@@ -51,8 +50,8 @@ class SinMLP(eqx.Module):
 
 def make_sin_model(key, n_in, n_out, width=8, init_scale=1e-3):
     k1, k2, k3 = jax.random.split(key, 3)
-    return SinMLP(init_scale * normal(k1, (width, n_in)), init_scale * normal(k2, (width,)),
-                  init_scale * normal(k3, (n_out, width)))
+    return SinMLP(init_scale * jax.random.normal(k1, (width, n_in)), init_scale * jax.random.normal(k2, (width,)),
+                  init_scale * jax.random.normal(k3, (n_out, width)))
 
 
 class TwoLayerNet(eqx.Module):
@@ -85,8 +84,8 @@ class TanhMLP(eqx.Module):
 
 def tanh_mlp(n_in=4, n_out=3, width=8, init=1e-3, seed=1):
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return TanhMLP(init * normal(k1, (width, n_in)), init * normal(k2, (width,)),
-                   init * normal(k3, (n_out, width)))
+    return TanhMLP(init * jax.random.normal(k1, (width, n_in)), init * jax.random.normal(k2, (width,)),
+                   init * jax.random.normal(k3, (n_out, width)))
 
 
 def dict_apply(params, x):

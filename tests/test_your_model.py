@@ -196,8 +196,8 @@ class TanhNet(eqx.Module):
 
 def make_model(key, n_in, n_out, width=8, init_scale=1e-3):
     k1, k2, k3 = jax.random.split(key, 3)
-    return TanhNet(init_scale * normal(k1, (width, n_in)), init_scale * normal(k2, (width,)),
-                   init_scale * normal(k3, (n_out, width)))
+    return TanhNet(init_scale * jax.random.normal(k1, (width, n_in)), init_scale * jax.random.normal(k2, (width,)),
+                   init_scale * jax.random.normal(k3, (n_out, width)))
 '''
 
 

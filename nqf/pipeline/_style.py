@@ -123,14 +123,14 @@ RC_PARAMS: dict[str, Any] = {
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
-#: The formats :func:`savefig` writes, as :func:`use_style` last set them.
+#: Every format :func:`nqf.pipeline.savefig` can write, and its default.
 FIGURE_FORMATS = ("png", "svg")
 _formats: tuple[str, ...] = FIGURE_FORMATS
 
 
 def use_style(*, formats: "Sequence[str]" = FIGURE_FORMATS) -> None:
     """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle), and set the
-    file formats :func:`savefig` writes: ``("png", "svg")`` by default; :func:`nqf.pipeline.start_chapter`
+    file formats :func:`nqf.pipeline.savefig` writes: ``("png", "svg")`` by default; :func:`nqf.pipeline.start_chapter`
     passes ``formats=("png",)`` at quick fidelity, whose figures are checked and viewed, not printed (an SVG costs
     as much to draw as the PNG: 24 s of the nine chapters' 49 s of figure files at quick, issue 31).
 
@@ -180,8 +180,8 @@ def _figure_conventions(fig) -> list[str]:
 
 
 def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> dict[str, Path]:
-    """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (the formats :func:`use_style`
-    set: the PNG only in a chapter at quick fidelity).
+    """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (a chapter started at quick
+    fidelity by :func:`nqf.pipeline.start_chapter` saves the PNG only).
 
     Each file is written to a temporary name and moved into place, so a
     figure path never holds a half-written file.
