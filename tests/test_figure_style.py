@@ -68,7 +68,8 @@ def test_a_chapter_at_quick_writes_the_png_only(tmp_path, fidelity, formats):
         plt.close(fig)
         assert set(paths) == formats
         assert {p.suffix[1:] for p in (out / "figures" / "ch00").iterdir()} == formats
-        assert (out / "figures" / "ch00" / "f.svg").read_text() != "<svg/>" if "svg" in formats else True
+        if "svg" in formats:
+            assert (out / "figures" / "ch00" / "f.svg").read_text() != "<svg/>"
     finally:
         use_style()
 

@@ -123,8 +123,10 @@ RC_PARAMS: dict[str, Any] = {
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+# what savefig writes into each format's metadata (None: a field that would change between runs, left out)
+_METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
 #: Every format :func:`nqf.pipeline.savefig` can write, and its default.
-FIGURE_FORMATS = ("png", "svg")
+FIGURE_FORMATS = tuple(_METADATA)
 _formats: tuple[str, ...] = FIGURE_FORMATS
 
 
@@ -207,7 +209,7 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
     folder = Path(out_dir) / "figures" / chapter
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for fmt, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+    for fmt, metadata in _METADATA.items():
         if fmt not in _formats:  # not written: a file of an earlier call in this format would be stale
             (folder / f"{name}.{fmt}").unlink(missing_ok=True)
             continue
