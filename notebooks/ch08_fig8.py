@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from nqf._random import normals
 from nqf.model import mse
 from nqf.training import optimizer, train
 
@@ -46,10 +47,10 @@ def seeded_inputs(arch, seeds, *, tag: int, n_train: int, n_test: int):
     @jax.jit
     def one(seed):
         kT, kD, kW = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), tag), 3)
-        Wt = tuple(jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kT, len(arch.ps)), arch.ps,
-                                                                    arch.widths))
-        Z = tuple(jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
-                                                                   arch.widths))
+        L, shapes = len(arch.ps), tuple(zip(arch.ps, arch.widths))
+        # jax.random.normal(split(kT, L)[l], shapes[l]) and the same from kW, bit for bit, in one draw
+        both = normals(jnp.concatenate([jax.random.split(kT, L), jax.random.split(kW, L)]), shapes * 2)
+        Wt, Z = both[:L], both[L:]
         xs = jax.vmap(arch.sample_input)(jax.random.split(kD, n))
         ys = jax.vmap(lambda x: arch.apply(Wt, x))(xs)
         return xs, ys / jnp.std(ys[:n_train]), Z

@@ -80,6 +80,9 @@ def test_seeded_inputs_per_seed_and_side_by_side_keeps_every_step():
     again, _, Z2 = seeded_inputs(arch, (8,), tag=5, n_train=20, n_test=10)  # a seed's draws do not depend on the others
     np.testing.assert_array_equal(np.asarray(again[0][0]), np.asarray(train[0][1]))
     np.testing.assert_array_equal(np.asarray(Z2[1][0]), np.asarray(Z[1][1]))
+    _, _, kW = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(8), 5), 3)  # the documented draws, bit for bit
+    for l, (k, p, d) in enumerate(zip(jax.random.split(kW, 2), arch.ps, arch.widths)):
+        np.testing.assert_array_equal(np.asarray(Z[l][1]), np.asarray(jax.random.normal(k, (p, d))))
     Ws = tuple(0.3 * z for z in Z)
     res = train_side_by_side((arch.apply, arch.deep_nqf), (Ws, Ws), nqf.optimizer("sgd", 0.05), train_data=train,
                              test_data=test, num_steps=6, record_every=3)
