@@ -316,7 +316,7 @@ def compare_with_nqf(
                                  "array data; track 'probe_loss' with a `probe`", repr(track))
         sample = data
         xs = ys = None
-        x_first = jax.tree_util.tree_map(lambda a: a[0], sample(key)[0])
+        x_first = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], sample(key)[0])  # host: no eager slice
     else:
         if not isinstance(data, (tuple, list)) or len(data) != 2:
             raise invalid("data", "be a pair (xs, ys) or a function sample(key)", type(data).__name__)
@@ -327,15 +327,16 @@ def compare_with_nqf(
         if ys.ndim not in (1, 2) or ys.shape[0] != m:
             raise invalid("data", f"have targets ys of shape (m,) or (m, o) with m = {m} (the inputs' leading axis)",
                           f"targets of shape {ys.shape}")
-        x_first = jax.tree_util.tree_map(lambda a: a[0], xs)
+        # on the host (NumPy): a jax array's slice, min and max would each compile an eager program per shape
+        x_first = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], xs)
         if batches is not None:
-            batches = jnp.asarray(batches)
-            if batches.ndim != 2 or batches.shape[0] != steps or not jnp.issubdtype(batches.dtype, jnp.integer):
+            host = np.asarray(batches)
+            if host.ndim != 2 or host.shape[0] != steps or not np.issubdtype(host.dtype, np.integer):
                 raise invalid("batches", f"be an int array (num_steps, b) = ({steps}, *) of sample indices",
-                              f"{batches.dtype} array of shape {batches.shape}")
-            if int(batches.min()) < 0 or int(batches.max()) >= m:
-                raise invalid("batches", f"hold indices in [0, {m})",
-                              f"range [{int(batches.min())}, {int(batches.max())}]")
+                              f"{host.dtype} array of shape {host.shape}")
+            if int(host.min()) < 0 or int(host.max()) >= m:
+                raise invalid("batches", f"hold indices in [0, {m})", f"range [{int(host.min())}, {int(host.max())}]")
+            batches = jnp.asarray(host)
     px = None if probe is None else jax.tree_util.tree_map(jnp.asarray, probe)
     py = None if probe_targets is None else jnp.asarray(probe_targets)
     if px is not None and py is not None and _leading(px) != py.shape[0]:
