@@ -76,6 +76,27 @@ def _forms_deviation(arch, Ws, xs):
     return jnp.max(jax.vmap(one)(xs))
 
 
+@eqx.filter_jit
+def _theorem14_data(arch, widths, key, m, batch, num_steps, scale):
+    """Theorem 14's draws from ``key`` in one compiled program (op by op, each would compile on its own)."""
+    kW, kX, kB = jax.random.split(key, 3)
+    Wa = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
+                                                                        widths))
+    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
+    ys = jnp.tanh(jax.vmap(lambda x: arch.apply(Wa, x))(xs) * 5.0)  # any targets will do
+    return Wa, xs, ys, jax.random.randint(kB, (num_steps, batch), 0, m)
+
+
+@eqx.filter_jit
+def _theorem15_data(arch, wide, key, m, scale):
+    """Theorem 15's draws from ``key`` in one compiled program."""
+    kW, kX = jax.random.split(key)
+    W = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
+                                                                       wide))
+    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
+    return W, xs, jnp.sin(xs[:, 0]), layer_statistics(W)
+
+
 def theorem14(arch, widths, *, key, m: int, batch: int, num_steps: int, eta: float, scale: float = 0.3,
               n_forms: int = 3) -> dict:
     r"""Theorem 14 for the deep module ``arch`` at ``widths``: weights $W_a \sim \mathcal N(0, \mathrm{scale}^2)$
@@ -85,13 +106,8 @@ def theorem14(arch, widths, *, key, m: int, batch: int, num_steps: int, eta: flo
     weights' runs) and ``update`` (Eqs. 222-223 against the weights' run), how far the order parameters moved
     (``moved``), the largest neuron change between $W_a$ and $W_b$ (``neurons``), and Def. 2's forms against
     $\mathrm{Tr}[MA_k]$ of the dense structures on the first ``n_forms`` inputs (``forms``)."""
-    kW, kX, kB = jax.random.split(key, 3)
-    Wa = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
-                                                                        widths))
+    Wa, xs, ys, batches = _theorem14_data(arch, tuple(widths), key, m, batch, num_steps, scale)
     Wb = tuple(same_statistics(W, seed=10 + l) for l, W in enumerate(Wa))
-    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
-    ys = jnp.tanh(jax.vmap(lambda x: arch.apply(Wa, x))(xs) * 5.0)  # any targets will do
-    batches = jax.random.randint(kB, (num_steps, batch), 0, m)
     runs = [train(StatsLoss(tuple(arch.forms)), W, optimizer("sgd", eta), num_steps=num_steps, data=(xs, ys),
                   batches=batches, record=Record(layer_statistics)).record for W in (Wa, Wb)]
     stat = deep_nqf_sgd(layer_statistics(Wa), arch.forms, xs, ys, batches, eta=eta, widths=widths)
@@ -100,7 +116,7 @@ def theorem14(arch, widths, *, key, m: int, batch: int, num_steps: int, eta: flo
     moved = max(float(np.max(np.abs(a[-1] - a[0]))) for a in jax.tree_util.tree_leaves(runs[0]))
     return dict(same=_max_dev(runs[0], runs[1]) / top, update=_max_dev(runs[0], stat) / top, moved=moved / top,
                 neurons=_max_dev(Wa, Wb),
-                forms=float(_forms_deviation(arch, Wa, jax.tree_util.tree_map(lambda a: a[:n_forms], xs))))
+                forms=float(_forms_deviation(arch, Wa, jax.tree_util.tree_map(lambda a: np.asarray(a)[:n_forms], xs))))
 
 
 def theorem15(arch, wide, *, key, m: int, num_steps: int, eta: float, scale: float = 0.2) -> dict:
@@ -110,12 +126,8 @@ def theorem15(arch, wide, *, key, m: int, num_steps: int, eta: float, scale: flo
     outputs over the run relative to their largest value (``dev``), how far they moved (``moved``) and the widths
     (``narrow``)."""
     narrow = tuple(p + 1 for p in arch.ps)
-    kW, kX = jax.random.split(key)
-    W = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
-                                                                       wide))
-    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
-    ys = jnp.sin(xs[:, 0])
-    small = compress_statistics(layer_statistics(W), wide, narrow)
+    W, xs, ys, stats = _theorem15_data(arch, tuple(wide), key, m, scale)
+    small = compress_statistics(stats, wide, narrow)
     Wn = tuple(weights_from_statistics(M, mu, d) for (M, mu), d in zip(small, narrow))
     forms = scale_forms(arch.forms, [dn / d for dn, d in zip(narrow, wide)])
     out_wide = np.asarray(deep_nqf_gd(W, arch.forms, xs, ys, learning_rates=(eta,) * len(wide), num_steps=num_steps))
