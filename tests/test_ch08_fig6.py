@@ -17,21 +17,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, split_runs, windows  # noqa: E402
 
 ARCH = architectures.two_layer_mlp(3)
+#: one configuration for the MLP's runs: the tests that run two seeds with it share one compiled program
+KW = dict(d=4, eps=1e-3, batch=4, num_steps=8, n_probe=8)
 
 
 def test_online_run_starts_together_and_matches_a_manual_run():
-    seeds, d, steps, eta = (11, 12), 4, 12, 0.1
-    run = online_teacher_student(ARCH, seeds, [eta, 2 * eta], d=d, eps=1e-3, batch=8, num_steps=steps, n_probe=16)
+    seeds, d, steps, eta, batch, n_probe = (11, 12), KW["d"], KW["num_steps"], 0.1, KW["batch"], KW["n_probe"]
+    run = online_teacher_student(ARCH, seeds, [eta, 2 * eta], **KW)
     assert run.probe_loss["module"].shape == run.loss_gap.shape == (2, steps + 1)  # every step recorded
     np.testing.assert_allclose(run.probe_loss["module"][:, 0], run.probe_loss["nqf"][:, 0], rtol=1e-6)
     assert np.all(run.output_gap[:, 0] < 1e-6) and not run.diverged.any() and np.all(np.isnan(run.c_norm2))
     # seed 12 by hand at its rate 2 eta: its draws (run_inputs) and the trainer's stream split(key, steps)
     W0, Wt, _, px, kd = (jax.tree_util.tree_map(lambda a: a[0], x) for x in
-                         run_inputs(ARCH, 12, d=d, eps=1e-3, n_probe=16, readout=False))
+                         run_inputs(ARCH, 12, d=d, eps=1e-3, n_probe=n_probe, readout=False))
     draw = lambda k, n: jax.vmap(ARCH.sample_input)(jax.random.split(k, n))  # noqa: E731
     Wm = Wn = W0
     for k in jax.random.split(kd, steps):
-        xb = draw(k, 8)
+        xb = draw(k, batch)
         yb = jax.vmap(lambda x: ARCH.apply(Wt, x))(xb)
         lm = lambda W: jnp.mean((jax.vmap(lambda x: ARCH.apply(W, x))(xb) - yb) ** 2)  # noqa: E731
         ln = lambda W: jnp.mean((jax.vmap(lambda x: nqf_output(ARCH, W, x))(xb) - yb) ** 2)  # noqa: E731
@@ -62,14 +64,13 @@ def test_fast_form_through_the_structure_matrix_equals_the_matrix_free_nqf():
     """An architecture without its own ``quadratic`` (the MLP of Fig. 6: Architecture.quadratic, through
     ``arch.structure``): the fast NQF equals the matrix-free second derivative (Eq. 2) at a W of unit scale, and so
     does a whole fast run's record."""
-    mlp = architectures.two_layer_mlp(5)
+    mlp = ARCH
     assert type(mlp).quadratic is architectures.Architecture.quadratic
     W = normal(jax.random.PRNGKey(2), (mlp.p, 7))
     xs = jax.vmap(mlp.sample_input)(jax.random.split(jax.random.PRNGKey(3), 6))
     want = jax.vmap(lambda x: nqf_output(mlp, W, x))(xs)
     np.testing.assert_allclose(Pair(mlp, False, True).predict(W, {}, xs, nqf=True), want, rtol=1e-10)
-    kw = dict(d=7, eps=1e-3, batch=4, num_steps=5, n_probe=8)
-    slow, fast = (online_teacher_student(mlp, (3, 4), [0.05, 0.05], fast=f, **kw) for f in (False, True))
+    slow, fast = (online_teacher_student(mlp, (3, 4), [0.05, 0.05], fast=f, **KW) for f in (False, True))
     np.testing.assert_allclose(fast.probe_loss["nqf"], slow.probe_loss["nqf"], rtol=1e-10)
     np.testing.assert_allclose(fast.loss_gap, slow.loss_gap, rtol=1e-8, atol=1e-14)
 
@@ -102,22 +103,20 @@ def test_windows_first_step_censored_and_diverged():
 
 
 def test_online_compiles_once_for_new_seeds_and_rates():
-    kw = dict(d=4, eps=1e-3, batch=4, num_steps=20, n_probe=8)
-    online_teacher_student(ARCH, (1, 2), [0.05, 0.02], **kw)
+    online_teacher_student(ARCH, (1, 2), [0.05, 0.02], **KW)
     with count_compilations() as seen:
-        online_teacher_student(ARCH, (3, 4), [0.02, 0.01], **kw)
+        online_teacher_student(ARCH, (3, 4), [0.02, 0.01], **KW)
     assert seen == []
 
 
 def test_split_runs_reads_a_call_in_groups():
-    kw = dict(d=4, eps=1e-3, batch=4, num_steps=8, n_probe=8)
-    both = online_teacher_student(ARCH, (1, 2, 1), [0.05, 0.05, 0.5], **kw)
-    a, b = split_runs(both, [2, 1])
-    alone = online_teacher_student(ARCH, (1,), [0.5], **kw)
-    assert a.loss_gap.shape == (2, 9) and b.diverged.shape == (1,)
+    both = online_teacher_student(ARCH, (2, 1), [0.05, 0.5], **KW)
+    a, b = split_runs(both, [1, 1])
+    alone = online_teacher_student(ARCH, (1,), [0.5], **KW)
+    assert a.loss_gap.shape == (1, 9) and b.diverged.shape == (1,)
     scale = np.max(np.abs(alone.probe_loss["module"]))
     for k in ("module", "nqf"):  # the same run vmapped beside others: equal to rounding
         np.testing.assert_allclose(b.probe_loss[k], alone.probe_loss[k], rtol=1e-8, atol=1e-12 * scale)
-    np.testing.assert_array_equal(a.c_norm2, both.c_norm2[:2])
+    np.testing.assert_array_equal(a.c_norm2, both.c_norm2[:1])
     with pytest.raises(ValueError, match="add up"):
-        split_runs(both, [2, 2])
+        split_runs(both, [1, 2])
