@@ -80,3 +80,25 @@ def test_use_style_names_bad_formats(bad):
 
     with pytest.raises(ValueError, match="formats"):
         use_style(formats=bad)
+
+
+def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypatch):
+    """``savefig(..., glue=name)`` glues the PNG file itself (not a second drawing of the figure), at the width the
+    inline backend gives the figure: its pixel width times figure.dpi / savefig.dpi."""
+    import IPython.core.formatters
+    import myst_nb
+
+    glued = []
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: glued.append((name, value, display)))
+    fig, ax = plt.subplots(figsize=(4.0, 3.0), dpi=110)
+    ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
+    with matplotlib.rc_context({"savefig.dpi": 200, "savefig.bbox": None}):
+        paths = savefig(fig, "f", chapter="ch00", out_dir=tmp_path, glue="ch00_f")
+    plt.close(fig)
+    [(name, image, display)] = glued
+    assert name == "ch00_f" and display is False
+    assert image.data == paths["png"].read_bytes()
+    bundle, metadata = IPython.core.formatters.format_display_data(image)
+    assert "image/png" in bundle and metadata == {"image/png": {"width": 440}}  # 800 px saved, 4 in at 110 dpi
+    with pytest.raises(ValueError, match="glue"):
+        savefig(fig, "f", chapter="ch00", out_dir=tmp_path, glue="")

@@ -181,7 +181,8 @@ def _figure_conventions(fig) -> list[str]:
     return problems
 
 
-def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> dict[str, Path]:
+def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue: "str | None" = None
+            ) -> dict[str, Path]:
     """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (a chapter started at quick
     fidelity by :func:`nqf.pipeline.start_chapter` saves the PNG only).
 
@@ -193,6 +194,10 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
         name: file name without extension, e.g. ``"fig1_structure_matrices"``.
         chapter: chapter id, e.g. ``"ch01"``.
         out_dir: the chapter's output directory (the notebook's ``out_dir`` parameter).
+        glue: a name under which the saved PNG is glued for the book's text (``{glue:figure}``;
+            :func:`nqf.pipeline.glue`, not displayed), shown at the size of the figure on screen
+            (``figure.dpi``): the page shows the figure file itself, drawn once (gluing the figure
+            object draws it a second time, about 0.35 s a figure).
 
     Returns:
         ``{"png": Path, "svg": Path}`` (``{"png": Path}`` with the PNG only).
@@ -206,6 +211,8 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
                       repr(value))
     require_value("name", not name.lower().endswith((".png", ".svg", ".pdf")), "a name without an extension",
                   repr(name))
+    require_value("glue", glue is None or (isinstance(glue, str) and bool(glue)), "None or a non-empty string",
+                  repr(glue))
     folder = Path(out_dir) / "figures" / chapter
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
@@ -232,4 +239,23 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike") -> di
             warnings.warn(problem, UserWarning, stacklevel=2)
     elif record.exists():
         record.unlink()
+    if glue is not None:
+        _glue_png(glue, paths["png"], float(fig.dpi))
     return paths
+
+
+def _glue_png(name: str, path: Path, screen_dpi: float) -> None:
+    """Glue the PNG at ``path`` as an image ``screen_dpi / savefig.dpi`` of its pixel width (the width the
+    inline backend would give the figure)."""
+    import struct
+
+    import matplotlib as mpl
+    from IPython.display import Image
+
+    from ._glue import glue as _glue
+
+    data = path.read_bytes()
+    saved_dpi = mpl.rcParams["savefig.dpi"]
+    saved_dpi = screen_dpi if saved_dpi == "figure" else float(saved_dpi)
+    width = struct.unpack(">I", data[16:20])[0]  # the PNG header's IHDR: width, then height
+    _glue(name, Image(data=data, format="png", width=round(width * screen_dpi / saved_dpi)), display=False)
