@@ -168,7 +168,8 @@ def figure_html(page: str) -> str:
 
     An image of a ``<figure>`` takes the caption as its alt text; an image of the site's
     ``_images`` outside a figure (a plot shown by a code cell) is described by the title of
-    its section. Both are wrapped in a link to the image file, unless already in a link.
+    its section. Both are wrapped in a link to the image file, unless already in a link; docutils's own
+    link of an image shown smaller than its file becomes that full-size link.
     """
     out, pos = [], 0
     for m in _FIGURE.finditer(page):
@@ -200,7 +201,14 @@ def figure_html(page: str) -> str:
             tag = _with_alt(tag, f"Plot shown by a code cell of the section “{where}”")
         return _linked(tag, src)
 
-    return re.sub(r'<img\b[^>]*?\ssrc="[^"]*_images/[^"]+"[^>]*>', loose, page)
+    page = re.sub(r'<img\b[^>]*?\ssrc="[^"]*_images/[^"]+"[^>]*>', loose, page)
+    # an image shown smaller than its file (a width set, as nqf.pipeline.savefig's glued figures are) is linked
+    # to its file by docutils already: that link is the full-size link
+    return _IMAGE_REFERENCE.sub(r'<a class="reference internal image-reference nqf-full-size" href="\1" '
+                                r'title="the figure at full size">', page)
+
+
+_IMAGE_REFERENCE = re.compile(r'<a class="reference internal image-reference" href="([^"]*)">')
 
 
 def _fix_source_backlinks(outdir) -> None:

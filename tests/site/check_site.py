@@ -607,13 +607,16 @@ _DISPLAY_JS = r"""
 """
 
 # Desktop: the size at which figure text renders (the style's smallest font, at the inline dpi,
-# scaled by how much the page shrinks the image).
+# scaled by how much the page shrinks the image). An image glued by nqf.pipeline.savefig is the saved
+# file (savefig.dpi) with the width the figure has at the inline dpi set on the page (style="width: ..px"):
+# that width, not its pixel count, is the figure at the inline dpi.
 _FIGURE_JS = r"""
 ((pt, dpi) => Array.from(document.querySelectorAll('article img')).filter(i => i.naturalWidth > 200 &&
-   (i.closest('figure') || i.closest('.cell_output'))).map(i => ({
-     src: i.getAttribute('src'), alt: i.getAttribute('alt') || '', inches: i.naturalWidth / dpi,
-     linked: !!i.closest('a.nqf-full-size'),
-     renderedPt: pt * dpi / 96 * (i.clientWidth / i.naturalWidth)})))
+   (i.closest('figure') || i.closest('.cell_output'))).map(i => {
+     const w = parseFloat(i.style.width) || i.naturalWidth;
+     return {src: i.getAttribute('src'), alt: i.getAttribute('alt') || '', inches: w / dpi,
+             linked: !!i.closest('a.nqf-full-size'), renderedPt: pt * dpi / 96 * (i.clientWidth / w)};
+   }))
 """
 
 

@@ -68,6 +68,12 @@ def test_figures_get_caption_alt_text_and_a_full_size_link():
     assert 'alt="Plot shown by a code cell of the section “Plateaus of μ”"' in out
     assert out.count('class="reference internal nqf-full-size" href="../_images/') == 2
     assert sf.figure_html(out) == out  # idempotent (incremental builds)
+    scaled = ('<figure id="fig-b"><a class="reference internal image-reference" href="../_images/def.png">'
+              '<img alt="../_images/def.png" src="../_images/def.png" style="width: 837px;" /></a>'
+              '<figcaption><p>Paper Fig. 8.</p></figcaption></figure>')
+    out = sf.figure_html(scaled)  # docutils links an image shown smaller than its file: that link is kept
+    assert out.count("<a ") == 1 and 'class="reference internal image-reference nqf-full-size" href="../_images/def.png"' in out
+    assert 'alt="Paper Fig. 8."' in out and sf.figure_html(out) == out
 
 
 def test_theme_follows_the_readers_system():
