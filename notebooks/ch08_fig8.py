@@ -49,7 +49,7 @@ def seeded_inputs(arch, seeds, *, tag: int, n_train: int, n_test: int):
         kT, kD, kW = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), tag), 3)
         L, shapes = len(arch.ps), tuple(zip(arch.ps, arch.widths))
         # jax.random.normal(split(kT, L)[l], shapes[l]) and the same from kW, bit for bit, in one draw
-        both = normals(jnp.concatenate([jax.random.split(kT, L), jax.random.split(kW, L)]), shapes * 2)
+        both = normals(zip(jnp.concatenate([jax.random.split(kT, L), jax.random.split(kW, L)]), shapes * 2))
         Wt, Z = both[:L], both[L:]
         xs = jax.vmap(arch.sample_input)(jax.random.split(kD, n))
         ys = jax.vmap(lambda x: arch.apply(Wt, x))(xs)

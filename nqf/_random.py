@@ -41,21 +41,18 @@ def normal(key, shape=(), dtype=None) -> jax.Array:
     return jax.device_put(np.asarray(flat)[:size].reshape(shape))  # (jnp.asarray would compile a copy per shape)
 
 
-def normals(keys, shapes) -> tuple:
-    """``tuple(jax.random.normal(k, s) for k, s in zip(keys, shapes))`` in the default float, bit for bit, as one
+def normals(pairs) -> tuple:
+    """``tuple(jax.random.normal(key, shape) for key, shape in pairs)`` in the default float, bit for bit, as one
     vectorised draw: under the partitionable threefry each draw is the prefix of a draw of the largest size from its
     key, so inside ``jit`` the program holds one threefry and one inverse error function instead of one per shape
-    (Fig. 8's data: half the compile time). ``keys`` are raw keys ``(n, 2)`` or a sequence of them; elsewhere (another
-    PRNG implementation, the non-partitionable threefry) it is the separate draws."""
-    shapes = [tuple(int(s) for s in shape) for shape in shapes]
-    keys = list(keys) if not hasattr(keys, "shape") else [keys[i] for i in range(keys.shape[0])]
-    if len(keys) != len(shapes):
-        raise ValueError(f"normals: one key per shape, got {len(keys)} keys and {len(shapes)} shapes")
-    sizes = [math.prod(s) for s in shapes]
+    (Fig. 8's data: half the compile time). The keys are raw keys ``(2,)``; elsewhere (another PRNG
+    implementation, typed keys, the non-partitionable threefry) it is the separate draws."""
+    pairs = [(key, tuple(int(s) for s in shape)) for key, shape in pairs]
+    sizes = [math.prod(shape) for _, shape in pairs]
     plain = (not jax.config.jax_threefry_partitionable or jax.config.jax_default_prng_impl != _THREEFRY
-             or not shapes or min(sizes) == 0
-             or any(jax.dtypes.issubdtype(getattr(k, "dtype", None), jax.dtypes.prng_key) for k in keys))
+             or not pairs or min(sizes) == 0
+             or any(jax.dtypes.issubdtype(getattr(k, "dtype", None), jax.dtypes.prng_key) for k, _ in pairs))
     if plain:
-        return tuple(jax.random.normal(k, s) for k, s in zip(keys, shapes))
-    flat = jax.vmap(lambda k: jax.random.normal(k, (max(sizes),)))(jax.numpy.stack(keys))
-    return tuple(flat[i, :n].reshape(s) for i, (n, s) in enumerate(zip(sizes, shapes)))
+        return tuple(jax.random.normal(key, shape) for key, shape in pairs)
+    flat = jax.vmap(lambda k: jax.random.normal(k, (max(sizes),)))(jax.numpy.stack([key for key, _ in pairs]))
+    return tuple(flat[i, :n].reshape(shape) for i, (n, (_, shape)) in enumerate(zip(sizes, pairs)))
