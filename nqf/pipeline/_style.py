@@ -197,7 +197,7 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
         glue: a name under which the saved PNG is glued for the book's text (``{glue:figure}``;
             :func:`nqf.pipeline.glue`, not displayed), shown at the size of the figure on screen
             (``figure.dpi``): the page shows the figure file itself, drawn once (gluing the figure
-            object draws it a second time, about 0.35 s a figure).
+            object draws it a second time: 0.29 s a figure in a kernel, measured).
 
     Returns:
         ``{"png": Path, "svg": Path}`` (``{"png": Path}`` with the PNG only).
