@@ -85,7 +85,6 @@ def test_use_style_names_bad_formats(bad):
 def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypatch):
     """``savefig(..., glue=name)`` glues the PNG file itself (not a second drawing of the figure), at the width the
     inline backend gives the figure: its pixel width times figure.dpi / savefig.dpi."""
-    import IPython.core.formatters
     import myst_nb
 
     glued = []
@@ -98,7 +97,31 @@ def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypat
     [(name, image, display)] = glued
     assert name == "ch00_f" and display is False
     assert image.data == paths["png"].read_bytes()
-    bundle, metadata = IPython.core.formatters.format_display_data(image)
-    assert "image/png" in bundle and metadata == {"image/png": {"width": 440}}  # 800 px saved, 4 in at 110 dpi
+    # the PNG with its width, as the notebook stores it (read without IPython's display formatter, which would
+    # leave a global InteractiveShell behind: start_chapter would then take any later test for a kernel session)
+    _, metadata = image._repr_png_()
+    assert metadata == {"width": 440}  # 800 px saved, 4 in at 110 dpi
     with pytest.raises(ValueError, match="glue"):
         savefig(fig, "f", chapter="ch00", out_dir=tmp_path, glue="")
+
+
+def test_a_shell_that_ran_nothing_is_not_a_session(tmp_path):
+    """An ``InteractiveShell`` made by a library call (IPython's display formatter makes one) has run no cell:
+    ``start_chapter`` keeps the fidelity it is given (it once took the shell for a kernel session and ran quick)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nqf.pipeline import start_chapter, use_style
+
+    made = not InteractiveShell.initialized()
+    InteractiveShell.instance()
+    try:
+        claims = start_chapter("ch00", "full", tmp_path / "out")
+        assert claims.fidelity == "full"
+        fig, ax = plt.subplots()
+        ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
+        assert set(savefig(fig, "f", chapter="ch00", out_dir=tmp_path / "out")) == {"png", "svg"}
+        plt.close(fig)
+    finally:
+        use_style()
+        if made:
+            InteractiveShell.clear_instance()

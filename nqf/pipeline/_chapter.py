@@ -119,7 +119,8 @@ def interactive_settings(fidelity: str, out_dir: str | os.PathLike, *,
 
 # ------------------------------------------------------------------ parameters given by papermill
 def _history() -> list[str]:
-    """The sources of the cells executed so far in this kernel (empty outside IPython)."""
+    """The sources of the cells executed so far in this kernel (empty outside IPython, and for a shell that ran
+    nothing: ``In[0]`` is always ``""``, and an ``InteractiveShell.instance()`` made by a library call is no session)."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython is a dependency of the book
@@ -127,7 +128,7 @@ def _history() -> list[str]:
     ip = get_ipython()
     if ip is None:
         return []
-    return [h for h in ip.user_ns.get("In", []) if isinstance(h, str)]
+    return [h for h in ip.user_ns.get("In", []) if isinstance(h, str) and h]
 
 
 def _injected(history: list[str]) -> bool:
