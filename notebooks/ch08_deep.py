@@ -76,13 +76,18 @@ def _forms_deviation(arch, Ws, xs):
     return jnp.max(jax.vmap(one)(xs))
 
 
+def _weights_and_inputs(arch, widths, kW, kX, m, scale):
+    """Weights ``scale * N(0, 1)`` per layer (keys ``split(kW, layers)``) and ``m`` inputs (keys ``split(kX, m)``)."""
+    W = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
+                                                                       widths))
+    return W, jax.vmap(arch.sample_input)(jax.random.split(kX, m))
+
+
 @eqx.filter_jit
 def _theorem14_data(arch, widths, key, m, batch, num_steps, scale):
     """Theorem 14's draws from ``key`` in one compiled program (op by op, each would compile on its own)."""
     kW, kX, kB = jax.random.split(key, 3)
-    Wa = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
-                                                                        widths))
-    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
+    Wa, xs = _weights_and_inputs(arch, widths, kW, kX, m, scale)
     ys = jnp.tanh(jax.vmap(lambda x: arch.apply(Wa, x))(xs) * 5.0)  # any targets will do
     return Wa, xs, ys, jax.random.randint(kB, (num_steps, batch), 0, m)
 
@@ -90,10 +95,7 @@ def _theorem14_data(arch, widths, key, m, batch, num_steps, scale):
 @eqx.filter_jit
 def _theorem15_data(arch, wide, key, m, scale):
     """Theorem 15's draws from ``key`` in one compiled program."""
-    kW, kX = jax.random.split(key)
-    W = tuple(scale * jax.random.normal(k, (p, d)) for k, p, d in zip(jax.random.split(kW, len(arch.ps)), arch.ps,
-                                                                       wide))
-    xs = jax.vmap(arch.sample_input)(jax.random.split(kX, m))
+    W, xs = _weights_and_inputs(arch, wide, *jax.random.split(key), m, scale)
     return W, xs, jnp.sin(xs[:, 0]), layer_statistics(W)
 
 
