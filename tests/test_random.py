@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import count_compilations
 
-from nqf._random import normal
+from nqf._random import normal, unroll_threefry_on_cpu
 
 SHAPES = [(), (1,), (3,), (4,), (5, 7), (8, 8), (2, 3, 5), (17,), (100, 3), (0, 4)]
 
@@ -52,3 +52,37 @@ def test_normals_are_the_separate_draws_bit_for_bit_under_jit_and_eagerly():
     with jax.threefry_partitionable(False):
         for g, k, s in zip(normals(zip(keys, shapes)), keys, shapes):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(jax.random.normal(k, s)))
+
+
+def _draws():
+    key, typed = jax.random.PRNGKey(7), jax.random.key(8)
+    return [jax.random.normal(key, (1000,)), jax.random.uniform(typed, (77, 5)), jax.random.bits(key, (33,), jnp.uint64),
+            jax.random.key_data(jax.random.split(typed, 7)), jax.random.randint(key, (50,), 0, 1000),
+            jax.random.permutation(key, 100), jax.vmap(lambda k: jax.random.normal(k, (3, 4)))(jax.random.split(key, 5)),
+            jax.jit(lambda k: jax.random.normal(jax.random.fold_in(k, 3), (6, 2)))(key)]
+
+
+def _rule(rolled: bool) -> None:
+    from jax._src.interpreters import mlir
+    from jax._src.random import threefry2x32 as threefry
+
+    if rolled:
+        mlir.register_lowering(threefry.threefry2x32_p, threefry._threefry2x32_cpu_lowering_rule, platform="cpu")
+    else:
+        assert unroll_threefry_on_cpu()
+    jax.clear_caches()
+
+
+def test_unrolled_threefry_gives_the_rolled_draws_bit_for_bit():
+    bits = jax.jit(lambda k: jax.random.bits(k, (4,)))
+    try:
+        _rule(rolled=True)
+        rolled, rolled_text = _draws(), bits.lower(jax.random.PRNGKey(0)).as_text()
+        _rule(rolled=False)
+        unrolled, unrolled_text = _draws(), bits.lower(jax.random.PRNGKey(0)).as_text()
+    finally:
+        _rule(rolled=False)  # the suite's setting (conftest), whatever happened
+    assert "while" in rolled_text and "while" not in unrolled_text  # the two rules did differ
+    for a, b in zip(rolled, unrolled):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
