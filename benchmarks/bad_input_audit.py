@@ -436,28 +436,28 @@ def _runner(chapter: str, *params: str) -> list[str]:
 
 
 _R = "runner"
-case("run-width", _R, "`-p width=-3` starts executing", "ch09 -p width=-3", "width", runner=_runner("ch09", "width=-3"))
-case("run-eta-0", _R, "", "ch09 -p eta=0", "eta", runner=_runner("ch09", "eta=0"), neighbour=True)
+case("run-width", _R, "`-p width=-3` starts executing", "ch10 -p width=-3", "width", runner=_runner("ch10", "width=-3"))
+case("run-eta-0", _R, "", "ch10 -p eta=0", "eta", runner=_runner("ch10", "eta=0"), neighbour=True)
 case("run-rays", _R, "`-p rays=-1` starts executing", "ch01 -p rays=-1", "rays", runner=_runner("ch01", "rays=-1"))
 case("run-n_tau", _R, "", "ch05 -p n_tau=1.5", "n_tau", runner=_runner("ch05", "n_tau=1.5"), neighbour=True)
 case("run-etas-a", _R, "ch04 `-p etas=['a']` starts executing", "ch04 -p etas=['a']", "etas",
      runner=_runner("ch04", "etas=['a']"))
 case("run-etas-neg", _R, "", "ch04 -p etas=[0.0, -0.1]", "etas", runner=_runner("ch04", "etas=[0.0, -0.1]"),
      neighbour=True)
-case("run-twice", _R, "the same `-p` twice starts executing", "ch09 -p seed=0 -p seed=1", "seed",
-     runner=_runner("ch09", "seed=0", "seed=1"), shows=("given twice", "0 and 1"))
-case("run-twice-same", _R, "", "ch09 -p width=8 -p width=8 (the same value)", "width",
-     runner=_runner("ch09", "width=8", "width=8"), shows=("given twice",), neighbour=True)
-case("run-num_steps-abc", _R, "`-p num_steps=abc` (untyped None default) starts executing", "ch09 -p num_steps=abc",
-     "num_steps", runner=_runner("ch09", "num_steps=abc"))
+case("run-twice", _R, "the same `-p` twice starts executing", "ch10 -p seed=0 -p seed=1", "seed",
+     runner=_runner("ch10", "seed=0", "seed=1"), shows=("given twice", "0 and 1"))
+case("run-twice-same", _R, "", "ch10 -p width=8 -p width=8 (the same value)", "width",
+     runner=_runner("ch10", "width=8", "width=8"), shows=("given twice",), neighbour=True)
+case("run-num_steps-abc", _R, "`-p num_steps=abc` (untyped None default) starts executing", "ch10 -p num_steps=abc",
+     "num_steps", runner=_runner("ch10", "num_steps=abc"))
 case("run-n_scales-abc", _R, "", "ch01 -p n_scales=2.5", "n_scales", runner=_runner("ch01", "n_scales=2.5"),
      neighbour=True)
-case("run-model-nosuch", _R, "ch09 `-p model=nosuch.mod:f` starts, fails 7 s later in a misnamed cell",
-     "ch09 -p model=nosuch.mod:f", "model", runner=_runner("ch09", "model=nosuch.mod:f"),
+case("run-model-nosuch", _R, "ch10 `-p model=nosuch.mod:f` starts, fails 7 s later in a misnamed cell",
+     "ch10 -p model=nosuch.mod:f", "model", runner=_runner("ch10", "model=nosuch.mod:f"),
      shows=("nosuch", "PYTHONPATH"))
-case("run-model-attr", _R, "", "ch09 -p model=ch09_models:no_factory", "model",
-     runner=_runner("ch09", "model=ch09_models:no_factory"), shows=("no_factory", "PYTHONPATH"), neighbour=True)
-case("run-unknown", _R, "", "ch09 -p widht=8 (a misspelt name)", "widht", runner=_runner("ch09", "widht=8"),
+case("run-model-attr", _R, "", "ch10 -p model=ch10_models:no_factory", "model",
+     runner=_runner("ch10", "model=ch10_models:no_factory"), shows=("no_factory", "PYTHONPATH"), neighbour=True)
+case("run-unknown", _R, "", "ch10 -p widht=8 (a misspelt name)", "widht", runner=_runner("ch10", "widht=8"),
      shows=("no parameter", "width"), neighbour=True)
 
 

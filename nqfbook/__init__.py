@@ -26,7 +26,7 @@ Command line (from the repository root)::
   refused, and each value must be of its declared type and in its declared
   range (``rays: "positive int" = None``, ``etas: "list[nonnegative float]"``;
   :func:`nqf.pipeline.parameter_type`). A parameter declared ``"import path"``
-  (chapter 9's ``model``) must name a module found on the kernel's path (the
+  (chapter 10's ``model``) must name a module found on the kernel's path (the
   notebook's folder, ``PYTHONPATH``) whose source defines the attribute.
 * A chapter is re-executed unless a previous successful execution had the same
   key: content hash of (the notebook, its parameters, the source of a module a

@@ -138,7 +138,7 @@ def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, h
     also refuses ints < 1; an int is a float; a list is typed by its entries). Checked before any execution, so
     a wrong value never runs a chapter.
 
-    For an import path (``model: "import path" = "ch09_models:make_model"``) the module must be found on
+    For an import path (``model: "import path" = "ch10_models:make_model"``) the module must be found on
     ``path`` (the kernel's ``sys.path``: the notebook's folder, ``PYTHONPATH``, the environment) and its source
     must define the attribute; its file is returned (the cache key hashes it), ``None`` for other parameters.
 

@@ -2,7 +2,7 @@
 
 Used by tests/test_your_model.py (and :class:`TwoLayerNet` by the diagnose, bad-input and rule tests and
 benchmarks/bench_diagnose.py; :class:`TanhMLP`, :func:`teacher_data`, :func:`dict_apply` and :func:`flax_mlps`
-by the diagnose tests and benchmarks/diagnose_models.py), and as the import path ``models_example:make_model`` to rerun Chapter 9 on
+by the diagnose tests and benchmarks/diagnose_models.py), and as the import path ``models_example:make_model`` to rerun Chapter 10 on
 a model of the reader's (``-p model models_example:make_model`` with this directory on ``PYTHONPATH``).
 """
 

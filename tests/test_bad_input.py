@@ -732,11 +732,11 @@ def _chapter_parameters(stem: str):
 
 @pytest.mark.parametrize("stem, name, value, exc", [
     ("ch01", "rays", -1, ValueError), ("ch01", "rays", 0, ValueError), ("ch01", "n_scales", -8, ValueError),
-    ("ch09", "width", -3, ValueError), ("ch09", "width", 0, ValueError), ("ch09", "eta", -0.05, ValueError),
-    ("ch09", "eta", 0, ValueError), ("ch09", "init_scale", -1e-3, ValueError),
-    ("ch09", "num_steps", "abc", TypeError), ("ch09", "num_steps", -5, ValueError),
-    ("ch09", "m_samples", 2.5, TypeError), ("ch09", "teacher_s", [], ValueError),
-    ("ch09", "teacher_s", [1.0, -0.5], ValueError), ("ch04", "etas", ["a"], TypeError),
+    ("ch10", "width", -3, ValueError), ("ch10", "width", 0, ValueError), ("ch10", "eta", -0.05, ValueError),
+    ("ch10", "eta", 0, ValueError), ("ch10", "init_scale", -1e-3, ValueError),
+    ("ch10", "num_steps", "abc", TypeError), ("ch10", "num_steps", -5, ValueError),
+    ("ch10", "m_samples", 2.5, TypeError), ("ch10", "teacher_s", [], ValueError),
+    ("ch10", "teacher_s", [1.0, -0.5], ValueError), ("ch04", "etas", ["a"], TypeError),
     ("ch04", "etas", [-1e-3], ValueError), ("ch04", "etas", [], ValueError), ("ch05", "eps_min", -1e-38, ValueError),
     ("ch05", "n_tau", 0, ValueError), ("ch03", "width_thm2", -1, ValueError), ("ch02", "steps", -10, ValueError),
 ])
@@ -774,24 +774,24 @@ def test_30_runner_a_duplicated_parameter_is_refused(texts):
 
 
 @pytest.mark.parametrize("value, says", [
-    ("nosuch.mod:f", "no module 'nosuch'"), ("nosuch:f", "no module 'nosuch'"), ("ch09_models.sub:f", "ch09_models.sub"),
-    ("ch09_models:nosuch", "defines no `nosuch`"), ("ch09_models", "not of the form"),
-    ("ch09_models:", "not of the form"), (":make_model", "not of the form"), ("ch09 models:make", "not of the form"),
+    ("nosuch.mod:f", "no module 'nosuch'"), ("nosuch:f", "no module 'nosuch'"), ("ch10_models.sub:f", "ch10_models.sub"),
+    ("ch10_models:nosuch", "defines no `nosuch`"), ("ch10_models", "not of the form"),
+    ("ch10_models:", "not of the form"), (":make_model", "not of the form"), ("ch10 models:make", "not of the form"),
 ])
 def test_30_runner_a_bad_model_path_names_model_the_module_and_pythonpath(value, says):
     import nqfbook
     import nqfbook.chapters
 
-    nb = next((Path(__file__).resolve().parents[1] / "notebooks").glob("ch09_*.ipynb"))
+    nb = next((Path(__file__).resolve().parents[1] / "notebooks").glob("ch10_*.ipynb"))
     default, _, hint = nqfbook.parameter_info(nb)["model"]
     with pytest.raises(nqfbook.RunnerError) as info:
-        nqfbook.check_parameter_type("ch09", "model", default, value, hint=hint,
+        nqfbook.check_parameter_type("ch10", "model", default, value, hint=hint,
                                      path=nqfbook.chapters.kernel_path(nb.parents[1], nb))
     text = str(info.value)
     assert "-p model" in text and says in text and "PYTHONPATH" in text, text
-    found = nqfbook.check_parameter_type("ch09", "model", default, default, hint=hint,
+    found = nqfbook.check_parameter_type("ch10", "model", default, default, hint=hint,
                                          path=nqfbook.chapters.kernel_path(nb.parents[1], nb))
-    assert found == nb.parent / "ch09_models.py"
+    assert found == nb.parent / "ch10_models.py"
 
 
 # ----------------------------------------------------- no cache for other inputs

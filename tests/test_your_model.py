@@ -1,4 +1,4 @@
-"""Chapter 9's one call on a user's model: nqf.diagnose (report, A(x), multi-output data, float32, plateau rule)."""
+"""Chapter 10's one call on a user's model: nqf.diagnose (report, A(x), multi-output data, float32, plateau rule)."""
 
 import jax
 import jax.numpy as jnp
@@ -203,7 +203,7 @@ def make_model(key, n_in, n_out, width=8, init_scale=1e-3):
 
 @pytest.mark.notebook
 def test_chapter_9_reruns_on_a_readers_model_through_papermill(tmp_path):
-    """``papermill ... -p model readers_models:make_model`` reruns Chapter 9 on a model written here."""
+    """``papermill ... -p model readers_models:make_model`` reruns Chapter 10 on a model written here."""
     import json
     import os
     import subprocess
@@ -211,7 +211,7 @@ def test_chapter_9_reruns_on_a_readers_model_through_papermill(tmp_path):
     from pathlib import Path
 
     (tmp_path / "readers_models.py").write_text(READER_MODELS)
-    nb = Path(__file__).resolve().parents[1] / "notebooks" / "ch09_your_own_model.ipynb"
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / "ch10_your_own_model.ipynb"
     out = tmp_path / "out"
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(tmp_path)}
     cmd = [sys.executable, "-m", "papermill", nb.name, str(tmp_path / "executed.ipynb"), "-p", "fidelity", "quick",
@@ -219,7 +219,7 @@ def test_chapter_9_reruns_on_a_readers_model_through_papermill(tmp_path):
            "-p", "m_samples", "120", "-p", "num_steps", "800"]
     proc = subprocess.run(cmd, cwd=nb.parent, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((out / "claims" / "ch09.json").read_text())
+    data = json.loads((out / "claims" / "ch10.json").read_text())
     assert data["passed"] and data["n_paper"] >= 1
     assert "TanhNet" in (tmp_path / "executed.ipynb").read_text()
 

@@ -473,7 +473,7 @@ def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Ar
     $W^Q_l, W^K_l$ ($d_k\times D$) are trained; row $i$ of both is neuron $i$ of layer $l$ (Prop. 4:
     $W^{K\top}W^Q = \sum_i w_i^Kw_i^{Q\top}$, $p_l = 2D$, ``widths = (d_k, d_k)``; nqf weights
     ``[W^Q.T; W^K.T]``, :func:`nqf.architectures.stack_query_key`). $V$ and $c$ have $\mathcal N(0, 1/D)$
-    entries drawn from ``key`` (required: Fig. 8 of Chapter 8 passes ``PRNGKey(81)``).
+    entries drawn from ``key`` (required: Fig. 8 of Chapter 9 passes ``PRNGKey(81)``).
 
     Both blocks satisfy ZGZ and a per-neuron $Z_2$ symmetry ($w_i\to-w_i$), and at zero weights the
     attention is uniform, so by Eq. (12) block by block (Def. 2)

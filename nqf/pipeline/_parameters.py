@@ -25,7 +25,7 @@ small vocabulary (quoted, so that the kernel does not evaluate it; papermill rea
     eps_min: "nonnegative float" = None  # a finite number >= 0
     threshold: "fraction" = 0.1          # a number in (0, 1)
     etas: "list[nonnegative float]" = None  # a non-empty list of such numbers (also list[positive int], ...)
-    model: "import path" = "ch09_models:make_model"  # 'package.module:attribute'
+    model: "import path" = "ch10_models:make_model"  # 'package.module:attribute'
 
 The runner refuses a ``-p`` value out of its range before it executes anything, and so does
 :func:`~nqf.pipeline.start_chapter` for what papermill injected; for an import path both also look for the
@@ -117,7 +117,7 @@ class ParameterType:
         if self.word == IMPORT_PATH:
             return "" if _IMPORT_RE.match(value) else (
                 f"{value!r}, not of the form 'package.module:attribute' (a module found next to the notebook or on "
-                "PYTHONPATH, a colon, then the name of the factory it defines, e.g. 'ch09_models:make_model')")
+                "PYTHONPATH, a colon, then the name of the factory it defines, e.g. 'ch10_models:make_model')")
         if self.entries:
             if len(value) == 0:
                 return "an empty list"

@@ -1,7 +1,7 @@
 r"""THE agreement rule: one gap (:func:`relative_gap`) and one first crossing (:func:`first_crossing`).
 
 Every "when does a recorded quantity first reach a level" of the package and the book is
-:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 9 (:func:`first_exceedance`
+:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 10 (:func:`first_exceedance`
 of a :func:`relative_gap`: the first *recorded* step at which the gap reaches the threshold, a non-finite
 gap counting as parted: a run that blew up does not agree), the plateau ends of
 :func:`nqf.solutions.halfway_crossing` (interpolated), the half-times of Fig. 2 and the measured

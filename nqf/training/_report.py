@@ -1,4 +1,4 @@
-r"""Everything the NQF says about a user's model, computed in one call that trains (Chapter 9).
+r"""Everything the NQF says about a user's model, computed in one call that trains (Chapter 10).
 
 For a model of interchangeable neurons (an equinox Module, or ``apply(params, x)`` on a parameter pytree such
 as a flax parameter dict, with ``neuron_axes``), :func:`nqf.training.model_run`

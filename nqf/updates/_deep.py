@@ -54,7 +54,7 @@ def deep_nqf_sgd_step(
             only through the $d_l v^{(l)}$ terms, i.e. when ZGZ fails).
 
     Equals, to rounding, one step $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ of
-    any weights with these statistics (see the tests and chapter 8).
+    any weights with these statistics (see the tests and chapter 9).
     """
     check_forms(forms, stats)
     check_positive("eta", eta)

@@ -1,4 +1,4 @@
-"""notebooks/ch08_deep.py: GD on the weights of a deep NQF with one learning rate per layer (Theorem 15)."""
+"""notebooks/ch09_deep.py: GD on the weights of a deep NQF with one learning rate per layer (Theorem 15)."""
 
 import sys
 from pathlib import Path
@@ -13,7 +13,7 @@ from helpers import count_compilations
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_deep import deep_nqf_gd, theorem14, theorem15  # noqa: E402
+from ch09_deep import deep_nqf_gd, theorem14, theorem15  # noqa: E402
 
 ARCH = architectures.deep_mlp(k=4, hidden=(5, 6, 7))
 

@@ -1,4 +1,4 @@
-"""Chapter 9's default model, as a reader would write one: ``make_model(key, n_in, n_out, width, init_scale)``.
+"""Chapter 10's default model, as a reader would write one: ``make_model(key, n_in, n_out, width, init_scale)``.
 
 A sine MLP with hidden biases and vector outputs, ``f(x) = V sin(U x + b)``: in no table of the paper. Rerun the
 chapter on your own model with ``papermill ... -p model yourpackage.yourmodule:your_factory``; the factory takes

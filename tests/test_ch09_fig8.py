@@ -1,4 +1,4 @@
-"""notebooks/ch08_fig8.py: a deep module, its 2-layer NQF and its 1-layer NQF trained side by side (Fig. 8)."""
+"""notebooks/ch09_fig8.py: a deep module, its 2-layer NQF and its 1-layer NQF trained side by side (Fig. 8)."""
 
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ from helpers import count_compilations
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig8 import (gd_momentum_adam, log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs,  # noqa: E402
+from ch09_fig8 import (gd_momentum_adam, log_loss_gap, log_loss_gap_steps, pilot_learning_rate, seeded_inputs,  # noqa: E402
                        sharpness, teacher_data, train_side_by_side)
 
 

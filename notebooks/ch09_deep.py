@@ -1,4 +1,4 @@
-"""Chapter 8's recipes for the deep NQF: Theorem 14 checked as chapter 3 checked Theorem 2 (:func:`theorem14`), and
+"""Chapter 9's recipes for the deep NQF: Theorem 14 checked as chapter 3 checked Theorem 2 (:func:`theorem14`), and
 Theorem 15 (:func:`theorem15`) through full-batch GD on the weights of a deep NQF with one learning rate per layer (a
 compressed model runs at $\\eta\\,d_l/d'_l$), one run of :func:`nqf.training.train` recording its outputs. The
 comparisons are read on the host (NumPy) or in one compiled function, never op by op on the device."""

@@ -1,4 +1,4 @@
-"""Chapter 8's recipe for Fig. 8: several models (a deep module, its 2-layer NQF, its 1-layer NQF) trained full batch
+"""Chapter 9's recipe for Fig. 8: several models (a deep module, its 2-layer NQF, its 1-layer NQF) trained full batch
 with one optimiser on a teacher's data, seeds vmapped (one dataset per seed), recording training and test loss (Eq. 26)
 at every step (test loss: every ``record_every`` steps).
 
