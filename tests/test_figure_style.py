@@ -105,6 +105,22 @@ def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypat
         savefig(fig, "f", chapter="ch00", out_dir=tmp_path, glue="")
 
 
+def test_glue_without_a_png_is_a_named_error_before_anything_is_written(tmp_path):
+    """The glued image is the saved PNG: a style that writes SVG only cannot glue one, and says so before it writes."""
+    from nqf.pipeline import use_style
+
+    fig, ax = plt.subplots()
+    ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
+    try:
+        use_style(formats=("svg",))
+        with pytest.raises(ValueError, match=r"glue.*writes no PNG.*'ch00_f' with formats \('svg',\)"):
+            savefig(fig, "f", chapter="ch00", out_dir=tmp_path, glue="ch00_f")
+    finally:
+        use_style()
+        plt.close(fig)
+    assert not (tmp_path / "figures").exists()
+
+
 def test_a_shell_that_ran_nothing_is_not_a_session(tmp_path):
     """An ``InteractiveShell`` made by a library call (IPython's display formatter makes one) has run no cell:
     ``start_chapter`` keeps the fidelity it is given (it once took the shell for a kernel session and ran quick)."""

@@ -213,6 +213,9 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
                   repr(name))
     require_value("glue", glue is None or (isinstance(glue, str) and bool(glue)), "None or a non-empty string",
                   repr(glue))
+    require_value("glue", glue is None or "png" in _formats,
+                  "None while the style writes no PNG (the glued image is the saved PNG; use_style(formats=...))",
+                  f"{glue!r} with formats {_formats}")
     folder = Path(out_dir) / "figures" / chapter
     folder.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
