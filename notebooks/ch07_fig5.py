@@ -92,7 +92,7 @@ class Bound(NamedTuple):
 def bound(reading: Reading, theta: float) -> Bound:
     d = datasets.fourier_dataset(P, M, beta=BETA, theta=theta, normalise=reading.normalise)
     z_nom = np.full(P, reading.std**2 * CHI2_GEOMEAN)
-    ts = np.asarray(nqf.switch_on_time(d.r, d.C, z_nom))
+    ts = np.asarray(nqf.solutions.switch_on_time(d.r, d.C, z_nom))
     n = min(int(np.sum(ts < reading.times[-1])), P - 1)  # the last of the P modes has no tail after it
     eq298 = float(solutions.fourier_exponent(BETA, theta))
     stab = float(np.max(reading.learning_rate * 4 * couplings(reading, theta) * d.b))
@@ -135,7 +135,7 @@ def slopes(reading: Reading, thetas, seeds, bounds) -> Slopes:
         for j, (d, bd) in enumerate(zip(ds, bounds)):
             if bd.n < 3 or not np.all(np.isfinite(L[i, j])):
                 continue
-            ts = np.sort(np.asarray(nqf.switch_on_time(d.r, d.C, z0)))
+            ts = np.sort(np.asarray(nqf.solutions.switch_on_time(d.r, d.C, z0)))
             lo, hi = ts[1], min(ts[bd.n - 1], t[-1])
             if hi > lo:
                 out[i, j] = pipeline.power_law_fit(t[1:], L[i, j, 1:], lo, hi).exponent

@@ -8,16 +8,17 @@ questions:
 * **What is A(x) of my layer?** :func:`structure_matrix` (a function ``apply(W, x)``),
   :func:`pytree_structure_matrix` (an equinox Module or a parameter pytree with ``neuron_axes``),
   :func:`structure_report` (A(x) with the hypotheses of Theorem 1 measured), :func:`check_hypotheses`
-  (the same, matrix-free, for a model too large for A(x)), :func:`check_theorem1` (the remainder's
-  order), and :class:`Architecture` (the modules of the paper's tables, in :mod:`nqf.architectures`).
+  (the same, matrix-free, for a model too large for A(x)), and :class:`Architecture` (the modules of the
+  paper's tables, in :mod:`nqf.architectures`); the remainder's order is :func:`nqf.structure.check_theorem1`.
 * **Does the NQF describe my training?** :func:`compare_with_nqf` (the module and its NQF trained side
-  by side), the one trainer :func:`train` with :func:`optimizer`, and the agreement rule
-  :func:`first_exceedance` (the first step at which their gap exceeds a threshold).
+  by side) and the one trainer :func:`train` with :func:`optimizer`; the agreement rule (the first step at
+  which their gap exceeds a threshold) is :func:`nqf.training.first_exceedance`.
 * **When do its plateaus end?** :func:`diagnose` (a user's model: the NQF trained from the model's
   W(0) by the user's own optimiser predicts its plateau ends in steps, with a measured range of
-  validity), the flow :func:`gradient_flow` on :class:`NQFData`, the Lotka-Volterra
-  reduction (:func:`lv_coefficients`, :func:`lv_flow`) and switch-on times (Eq. 158 and Thm 8's
-  :func:`switch_on_time` of a mode, Thm 10's :func:`sample_switch_on_times` of a sample).
+  validity) and the flow :func:`gradient_flow` on :class:`NQFData`; the Lotka-Volterra reduction
+  (:func:`nqf.solutions.lv_coefficients`, :func:`nqf.solutions.lv_flow`) and the switch-on times (Eq. 158
+  and Thm 8's :func:`nqf.solutions.switch_on_time` of a mode, Thm 10's
+  :func:`nqf.solutions.sample_switch_on_times` of a sample) are in :mod:`nqf.solutions`.
 
 Everything else lives in the namespaces, one room per idea:
 
@@ -49,32 +50,24 @@ from .structure import structure_matrix as structure_matrix
 from .structure import pytree_structure_matrix as pytree_structure_matrix
 from .structure import structure_report as structure_report
 from .structure import check_hypotheses as check_hypotheses
-from .structure import check_theorem1 as check_theorem1
 from .architectures import Architecture as Architecture
 
 # Does the NQF describe my training?
 from .training import compare_with_nqf as compare_with_nqf
 from .training import train as train
 from .training import optimizer as optimizer
-from .training import first_exceedance as first_exceedance
 
 # When do its plateaus end?
 from .solutions import diagnose as diagnose
 from .flow import gradient_flow as gradient_flow
 from .model import NQFData as NQFData
-from .solutions import lv_coefficients as lv_coefficients
-from .solutions import lv_flow as lv_flow
-from .solutions import switch_on_time as switch_on_time
-from .solutions import sample_switch_on_times as sample_switch_on_times
 
 from ._version import __version__ as __version__
 
-# The 17 names of the three questions. The rooms are reached as attributes (``nqf.structure``, imported above)
-# and are not re-exported: ``from nqf import *`` gives the answers, not the namespaces.
+# The 11 names of the three questions; with the 8 rooms (``nqf.structure``, imported above), 19 names at the top
+# level. The rooms are reached as attributes and are not re-exported: ``from nqf import *`` gives the answers.
 __all__ = [
-    "structure_matrix", "pytree_structure_matrix", "structure_report", "check_hypotheses", "check_theorem1",
-    "Architecture",
-    "compare_with_nqf", "train", "optimizer", "first_exceedance",
-    "diagnose", "gradient_flow", "NQFData", "lv_coefficients", "lv_flow", "switch_on_time",
-    "sample_switch_on_times",
+    "structure_matrix", "pytree_structure_matrix", "structure_report", "check_hypotheses", "Architecture",
+    "compare_with_nqf", "train", "optimizer",
+    "diagnose", "gradient_flow", "NQFData",
 ]

@@ -40,7 +40,7 @@ def _everything(make, seed):
     structure_stack(arch, _inputs(arch, seed, 3))  # checks Theorem 1 on the first input, closed form
     structure_stack(arch, _inputs(arch, seed, 3), method="autodiff", check=False)
     structure_error(arch, x)
-    nqf.check_theorem1(arch, x=x, seed=seed, rays=1, scales=np.logspace(-3, -1, 4))
+    nqf.structure.check_theorem1(arch, x=x, seed=seed, rays=1, scales=np.logspace(-3, -1, 4))
     return A
 
 
@@ -112,10 +112,10 @@ def test_custom_architecture_is_traced_afresh():
     arch = custom_architecture("scaled MLP", 4, _global_reading_module, closed, mlp.sample_input, "test")
     assert not arch.cache_by_value
     _SCALE["value"] = 1.0
-    c1 = nqf.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
+    c1 = nqf.structure.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
     _SCALE["value"] = 3.0
     try:
-        c3 = nqf.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
+        c3 = nqf.structure.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
         B3 = structure_stack(arch, x[None], method="closed", check=False)
     finally:
         _SCALE["value"] = 1.0

@@ -96,7 +96,7 @@ def test_flow_matches_logistic_solution_and_switch_on_time():
     r = jnp.array([1.0, 0.5, 0.25, 0.125, 0.0625])
     As, ys = orthogonal_features_dataset(r, C_kk=1.0, seed=0)
     data = NQFData(As, ys)
-    lv = nqf.lv_coefficients(data)
+    lv = nqf.solutions.lv_coefficients(data)
     np.testing.assert_allclose(np.sort(np.asarray(lv.r)), np.sort(np.asarray(r)), rtol=1e-12)
     C = np.asarray(lv.C)
     assert np.max(np.abs(C - np.diag(np.diag(C)))) < 1e-12
@@ -110,7 +110,7 @@ def test_flow_matches_logistic_solution_and_switch_on_time():
     rel = float(jnp.max(jnp.abs(z_flow - z_exact) / z_exact))
     assert rel < 1e-8
     # switch-on: at t*, z_k is half its final value r_k / C_kk
-    tstar = nqf.switch_on_time(lv.r, jnp.diag(lv.C), z0)
+    tstar = nqf.solutions.switch_on_time(lv.r, jnp.diag(lv.C), z0)
     Ms_star = _flow(M0, data, jnp.concatenate([jnp.zeros(1), jnp.sort(jnp.asarray(tstar))]))
     order = np.argsort(np.asarray(tstar))
     z_star = jax.vmap(nqf.solutions.features, in_axes=(0, None))(Ms_star[1:], lv.P)
@@ -124,7 +124,7 @@ def test_lv_flow_in_log_space_matches_logistic_at_tiny_init():
     C = jnp.diag(jnp.array([2.0, 0.5]))
     z0 = jnp.array([1e-200, 1e-120])
     ts = jnp.array([0.0, 100.0, 460.0, 920.0, 2000.0])
-    z = nqf.lv_flow(r, C, z0, ts).ys
+    z = nqf.solutions.lv_flow(r, C, z0, ts).ys
     exact = nqf.solutions.logistic_solution(ts[:, None], r, jnp.diag(C), z0)
     assert float(jnp.max(jnp.abs(z - exact) / exact)) < 1e-8
 
@@ -139,12 +139,12 @@ def test_saxe_learning_time_and_factor_two():
     As = jnp.array([[[0.0, 0.5], [0.5, 0.0]]])
     ys = jnp.array([s])
     data = NQFData(As, ys)
-    lv = nqf.lv_coefficients(data)
+    lv = nqf.solutions.lv_coefficients(data)
     a0 = np.sqrt(u0)
     M0 = jnp.array([[a0 * a0, a0 * a0], [a0 * a0, a0 * a0]])
     z0 = nqf.solutions.features(M0, lv.P)
     k = int(jnp.argmax(lv.r))
-    t_nqf = nqf.switch_on_time(lv.r[k], lv.C[k, k], z0[k])
+    t_nqf = nqf.solutions.switch_on_time(lv.r[k], lv.C[k, k], z0[k])
     assert abs(t_nqf - t_saxe / 2) < 1e-9
     Ms = _flow(M0, data, jnp.array([0.0, t_nqf]))
     u = float(Ms[-1, 0, 1])  # u = a b
@@ -172,9 +172,9 @@ def test_bad_input_is_named(kwargs, match):
 def test_non_commuting_data_rejected():
     As = jnp.array([[[1.0, 0.0], [0.0, -1.0]], [[0.0, 1.0], [1.0, 0.0]]])
     with pytest.raises(ValueError, match="Assumption 1"):
-        nqf.lv_coefficients(NQFData(As, jnp.ones(2)))
+        nqf.solutions.lv_coefficients(NQFData(As, jnp.ones(2)))
 
 
 def test_switch_on_time_rejects_mode_above_half():
     with pytest.raises(ValueError, match="r/\\(C_kk z0\\)"):
-        nqf.switch_on_time(1.0, 1.0, 0.6)
+        nqf.solutions.switch_on_time(1.0, 1.0, 0.6)

@@ -90,7 +90,7 @@ def test_lv_flow_matches_closed_form_on_subset():
     sp = datasets.fig3_right_spectrum(1000)
     modes = np.array([1, 7, 40, 200])
     t = np.concatenate([[0.0], np.geomspace(1.0, 3000.0, 40)])
-    z = np.asarray(nqf.lv_flow(sp.r[modes - 1], np.diag(sp.C[modes - 1]), sp.z0[modes - 1], t).ys)
+    z = np.asarray(nqf.solutions.lv_flow(sp.r[modes - 1], np.diag(sp.C[modes - 1]), sp.z0[modes - 1], t).ys)
     zc = np.asarray(nqf.solutions.logistic_solution(t[:, None], sp.r[modes - 1][None], sp.C[modes - 1][None], sp.z0[modes - 1][None]))
     np.testing.assert_allclose(z, zc, rtol=1e-6, atol=1e-12)
 
@@ -102,7 +102,7 @@ def test_fig3_right_spectrum_and_one_hot_dataset():
     np.testing.assert_allclose(sp.V, sp.k ** -2.0)
     np.testing.assert_allclose(sp.log_ratio, np.log(8e6))  # the same for every k (erratum 5)
     d = datasets.one_hot_dataset(sp, [1, 10, 100])
-    lv = nqf.lv_coefficients(d.data)
+    lv = nqf.solutions.lv_coefficients(d.data)
     order = np.argsort(-np.asarray(lv.r))
     np.testing.assert_allclose(np.sort(np.asarray(lv.r))[::-1], sp.r[[0, 9, 99]], rtol=1e-12)
     np.testing.assert_allclose(np.diag(np.asarray(lv.C))[order], sp.C[[0, 9, 99]], rtol=1e-12)

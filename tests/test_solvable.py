@@ -83,7 +83,7 @@ def test_prop7_slaved_offdiagonals_rebuild_the_flow():
     ts = _ts(20.0)
     Ms = _flow(d.As, d.ys, M0, ts)
     r, C = solutions.growth_and_competition(d.lambdas, d.ys)
-    z = nqf.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts).ys
+    z = nqf.solutions.lv_flow(r, C, np.diag(np.asarray(d.P).T @ M0 @ np.asarray(d.P)), ts).ys
     assert flow.trajectory_error(solutions.slaved_M(d.P, M0, z), Ms) < TOL
 
 

@@ -23,7 +23,7 @@ SCALES = np.logspace(-3, -1, 6)
 @pytest.mark.parametrize("arch, order", list(zip(symmetric_examples(3), (3, 4, 4))), ids=lambda a: str(a)[:12])
 def test_theorem1_on_coupled_modules(arch, order):
     x = arch.sample_input(jax.random.PRNGKey(3))
-    c = nqf.check_theorem1(arch, x=x, seed=1, rays=2, scales=SCALES)
+    c = nqf.structure.check_theorem1(arch, x=x, seed=1, rays=2, scales=SCALES)
     rep = c.report
     assert rep.zgz and rep.zgz_property and rep.permutation_symmetric and rep.smooth_at_zero
     assert c.cross_block < 1e-12 and c.diag_spread < 1e-12 and c.grad_norm < 1e-12  # Eqs. (52), (54), (56)

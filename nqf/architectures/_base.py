@@ -130,7 +130,7 @@ def custom_architecture(
     """Wrap a user's ``apply(W, x)``, closed form ``structure(x)`` and ``sample_input(key)``.
 
     For a module of one's own whose $A(x)$ is known in closed form; the checks
-    of :mod:`nqf.structure` (e.g. :func:`nqf.check_theorem1`) then apply to it.
+    of :mod:`nqf.structure` (e.g. :func:`nqf.structure.check_theorem1`) then apply to it.
     """
     if not isinstance(name, str) or not isinstance(describe, str):
         raise wrong_kind("name", "be a string, and so must `describe`", f"{name!r} and {describe!r}")

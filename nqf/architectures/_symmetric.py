@@ -9,7 +9,7 @@ through the coupling, and they vanish only because the hypotheses of Theorem 1
 hold (ZGZ, Property 1: $\partial_{w_i} f = 0$ whenever $w_i = 0$, for any other
 neurons, so $\partial_{w_j}\partial_{w_i} f = 0$ at $W = 0$; permutation symmetry
 for Eq. 56). Each is an :class:`~nqf.architectures.Architecture` with a closed-form
-$A(x)$ derived by the chain rule, so :func:`nqf.check_theorem1` applies to it.
+$A(x)$ derived by the chain rule, so :func:`nqf.structure.check_theorem1` applies to it.
 
 * :func:`output_nonlinearity_mlp`: $f_x(W) = g\big(\sum_i a_i\,\phi(u_i^\top x)\big)$, an
   output nonlinearity around the sum (default $g$ = softplus, $\phi$ = GELU, so no

@@ -2,7 +2,7 @@ r"""Datasets of structure matrices built to satisfy the paper's assumptions.
 
 Each builder returns ``(As, ys)``: a stack of structure matrices ``(m, p, p)``
 and targets ``(m,)``; ``nqf.NQFData(As, ys)`` makes them the data of
-:func:`nqf.gradient_flow` or :func:`nqf.lv_coefficients`.
+:func:`nqf.gradient_flow` or :func:`nqf.solutions.lv_coefficients`.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def _probe(module, W0, key, x, W_extra):
     and at two neuron permutations of it (Def. 1); the gradients at
     $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (smoothness) and at
     $W$ with neuron 1 zeroed (Property 1); $V$; and the values at the extra
-    points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.check_theorem1`),
+    points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.structure.check_theorem1`),
     all in one vmapped evaluation of the module.
     """
     apply = _apply_of(module)
