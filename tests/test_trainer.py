@@ -160,32 +160,3 @@ def test_compare_with_nqf_compiles_once_for_new_data_and_rate():
         nqf.compare_with_nqf(arch, W2, (xs2, ys2), nqf.optimizer("sgd", 0.3), 10, probe=xs2,
                              track=("loss", "outputs"), check=False)
     assert seen == []
-
-
-class CountingNorm(eqx.Module):
-    """``Norm`` that counts how often it is traced (a Python side effect runs at trace time only)."""
-
-    traces: list = eqx.field(static=True)
-
-    def __call__(self, w, args):
-        self.traces.append(1)
-        return jnp.sum(w**2)
-
-
-@pytest.mark.parametrize("every", [1, 4])
-def test_the_record_is_traced_once_and_taken_at_every_block_and_after_the_last_step(every):
-    """One trace of ``record`` per compiled run (the record at step 0, after each block and after the last step
-    all come from one loop body, issue 31), with the records a hand loop gives at steps 0, every, ..., num_steps."""
-    X, y = _problem(1)
-    w0 = jnp.full(3, 0.2)
-    traces = []
-    res = training.train(Quadratic(), w0, nqf.optimizer("sgd", 0.05), num_steps=12, data=(X, y),
-                         record=CountingNorm(traces), record_every=every)
-    assert len(traces) == 1
-    ws = [np.asarray(w0)]
-    for n in range(1, 13):
-        ws.append(np.asarray(_hand_loop(optax.sgd(0.05), w0, X, y, n)[0]))
-    expected = [float(np.sum(ws[k] ** 2)) for k in range(0, 13, every)]
-    np.testing.assert_array_equal(res.steps, np.arange(0, 13, every))
-    np.testing.assert_allclose(np.asarray(res.record), expected, rtol=1e-12)
-    assert res.batch_loss.shape == (12,)

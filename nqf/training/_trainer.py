@@ -261,8 +261,6 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
         stream = None
     if stream is not None:
         stream = jax.tree_util.tree_map(lambda a: jnp.reshape(a, (n_blocks, every) + a.shape[1:]), stream)
-        if record is not None:  # a last block that only records: its inputs are never used
-            stream = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a[-1:]]), stream)
 
     def step(carry, inp):
         params, state = carry
@@ -277,34 +275,17 @@ def _scan(loss, record, select, opt, params0, data, batches, key, args, *, num_s
                                                     jax.tree_util.tree_leaves(grads)))  # < 0: downhill
         return (optax.apply_updates(params, updates), state), (value, slope)
 
-    def steps(carry, inp):
-        carry, (values, slopes) = jax.lax.scan(step, carry, inp, length=every)
-        return carry, values, slopes[0]
-
-    carry0 = (params0, _float_counters(tx.init(params0)))
-    if record is None:
-        def plain(carry, xs):
-            carry, values, slope = steps(carry, xs)
-            return carry, (values, slope)
-
-        (params, _), (values, slopes) = jax.lax.scan(plain, carry0, stream, length=n_blocks)
-        return params, None, jnp.reshape(values, (-1,)), slopes[0]
-
-    # n_blocks + 1 blocks, each recording at its start; the last only records (after the last step). The
-    # record is traced once, not twice (before and after the loop): XLA compiles it once (issue 31).
-    skipped = jax.eval_shape(steps, carry0, None if stream is None else jax.tree_util.tree_map(lambda a: a[0], stream))
-
     def block(carry, inp):
-        i, xs = inp
-        rec = record(carry[0], args)
-        carry, values, slope = jax.lax.cond(
-            i < n_blocks, steps,
-            lambda c, _: (c, *(jnp.zeros(s.shape, s.dtype) for s in skipped[1:])), carry, xs)
-        return carry, (rec, values, slope)
+        rec = None if record is None else record(carry[0], args)
+        carry, (values, slopes) = jax.lax.scan(step, carry, inp, length=every)
+        return carry, (rec, values, slopes[0])
 
-    (params, _), (recs, values, slopes) = jax.lax.scan(block, carry0, (jnp.arange(n_blocks + 1), stream),
-                                                       length=n_blocks + 1)
-    return params, recs, jnp.reshape(values[:n_blocks], (-1,)), slopes[0]
+    (params, _), (recs, values, slopes) = jax.lax.scan(block, (params0, _float_counters(tx.init(params0))),
+                                                       stream, length=n_blocks)
+    if record is not None:
+        last = record(params, args)
+        recs = jax.tree_util.tree_map(lambda r, l: jnp.concatenate([r, l[None]]), recs, last)
+    return params, recs, jnp.reshape(values, (-1,)), slopes[0]
 
 
 @eqx.filter_jit
