@@ -30,21 +30,7 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
 # fifth of a compile (make test: 905 s with 0.25, 732 s with 0, both from a cold cache; issue 31).
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
-# The unit tests' own programs compile with XLA's cheapest pipeline: backend optimisation level 0 and the least
-# execution-time effort. They are small and run once, so compiling is most of their cost (the unit tests from a
-# cold cache on two workers: 829 CPU s and 433 s with XLA's defaults, 686 CPU s and 359 s with these; issue 31),
-# and their results move at rounding level only (nqf.structure's probes compile the same way: FAST_COMPILE). The
-# chapters do not: a notebook test's runner, and its kernels, get the environment as it was
-# (pytest_runtest_setup below), so they compile with JAX's defaults, as a reader's session does, and never
-# share a persistent-cache entry with the unit tests (JAX's cache key holds XLA_FLAGS as set at compile time).
-_XLA_FLAGS = os.environ.get("XLA_FLAGS")
-_XLA_FLAGS_UNIT = f"{_XLA_FLAGS or ''} --xla_backend_optimization_level=0".strip()
-os.environ["XLA_FLAGS"] = _XLA_FLAGS_UNIT
-
 import jax  # noqa: E402
-
-jax.config.update("jax_exec_time_optimization_effort", -1.0)  # this process only (not inherited)
-jax.devices()  # the CPU backend starts here, reading XLA_FLAGS
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -90,12 +76,6 @@ def pytest_runtest_setup(item):
         os.environ["NQF_EXPORT_CACHE"] = "0"
     else:
         os.environ.pop("NQF_EXPORT_CACHE", None)
-    if item.get_closest_marker("notebook") is None:
-        os.environ["XLA_FLAGS"] = _XLA_FLAGS_UNIT
-    elif _XLA_FLAGS is None:
-        os.environ.pop("XLA_FLAGS", None)
-    else:
-        os.environ["XLA_FLAGS"] = _XLA_FLAGS
 
 
 def pytest_addoption(parser):

@@ -57,9 +57,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def four_devices():
-    # with the unit tests' cheap compile (tests/conftest.py): the flag on top of the four devices
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0",
-               JAX_EXEC_TIME_OPTIMIZATION_EFFORT="-1", JAX_ENABLE_X64="1",
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_ENABLE_X64="1",
                JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
