@@ -183,6 +183,18 @@ def test_explicit_equinox_mode_takes_the_normal_path(cache, monkeypatch):
     assert _files(cache) == []
 
 
+def test_a_check_traced_in_the_users_mode_is_not_exported(cache, monkeypatch):
+    """equinox caches a traced check by its shapes alone: one traced with ``EQX_ON_ERROR`` set (a host
+    callback) must not reach a later trace of the same shapes, whose export would then fail and fall
+    back (the order dependence a shuffled test order found)."""
+    M0, data = _M0(3), _data(7, 3)
+    with monkeypatch.context() as env:
+        env.setenv("EQX_ON_ERROR", "raise")
+        nqf.gradient_flow(M0, data, TS, max_steps=2048)  # the same shapes in another program, checks as callbacks
+    _same(nqf.gradient_flow(M0, data, TS), _normal(M0, data))
+    assert len(_files(cache)) == 1
+
+
 def test_failed_export_takes_the_normal_path(cache, monkeypatch):
     def refuse(*args, **kwargs):
         raise NotImplementedError("serialization of host_callbacks is not yet implemented")

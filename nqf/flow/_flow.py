@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax
+import equinox
 import equinox._errors as _eqx_errors
 import jax
 import jax.numpy as jnp
@@ -170,16 +171,29 @@ def _checks_without_host_callbacks():
     that diffrax makes (increasing save times) are made by our public functions before the call,
     and failures of the solve itself come back in ``sol.result`` (``throw=False``), which the public
     functions turn into a ``RuntimeError``. An explicit ``EQX_ON_ERROR`` in the environment wins.
+
+    Equinox traces each check through one jitted function whose cache keys on the shapes only, not on
+    the mode: a check traced once in the user's mode (a host callback) would be handed back, callback
+    and all, to every later trace of the same shapes in this mode, and the reverse. So the checks
+    traced here go through a jitted function of their own (``_nan_checks_jit``), with its own cache.
     """
     if "EQX_ON_ERROR" in os.environ:
         yield
         return
-    old = _eqx_errors.EQX_ON_ERROR
-    _eqx_errors.EQX_ON_ERROR = "nan"
+    old = _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit
+    _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit = "nan", _nan_checks_jit
     try:
         yield
     finally:
-        _eqx_errors.EQX_ON_ERROR = old
+        _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit = old
+
+
+def _nan_checks(x, pred, index, msgs, *, on_error):
+    """equinox's check with its default mode read as ``"nan"`` (a check that names its own mode keeps it)."""
+    return _eqx_errors.branched_error_if_impl(x, pred, index, msgs, on_error="nan" if on_error == "default" else on_error)
+
+
+_nan_checks_jit = equinox.filter_jit(_nan_checks)
 
 
 def _log_time_field(field, s, y, args):
