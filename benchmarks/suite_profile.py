@@ -3,7 +3,7 @@
     .venv/bin/python -m pytest -p benchmarks.suite_profile -n 2 --dist worksteal -m "not notebook" \
         --suite-profile /tmp/prof
 
-Each worker writes ``<dir>/<worker>.json``: per test, its wall seconds, CPU seconds of this
+Each worker writes ``<dir>/<worker>.json``: per test, its start (epoch seconds: the workers' timelines line up), wall seconds, CPU seconds of this
 process and of the subprocesses it waited for, JAX lowerings, XLA backend-compile seconds and
 persistent-cache hits; and per jitted function, its lowerings and compile seconds over the run.
 ``python benchmarks/suite_profile.py <dir>`` sums the workers' files into tables.
@@ -62,6 +62,7 @@ class _Profile:
 _P: _Profile | None = None
 
 
+
 def pytest_configure(config):
     global _P
     out = config.getoption("--suite-profile")
@@ -84,7 +85,7 @@ def pytest_runtest_protocol(item, nextitem):
     dt = time.perf_counter() - t0
     s1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     _P.tests[item.nodeid] = {
-        "wall": round(dt, 3),
+        "start": round(time.time() - dt, 3), "wall": round(dt, 3),
         "cpu_self": round(s1.ru_utime + s1.ru_stime - s0.ru_utime - s0.ru_stime, 3),
         "cpu_children": round(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime, 3),
         "lowerings": _P.cur["lowerings"], "backend_s": round(_P.cur["backend"], 3), "hits": _P.cur["hits"],
