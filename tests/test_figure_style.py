@@ -85,10 +85,10 @@ def test_use_style_names_bad_formats(bad):
 def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypatch):
     """``savefig(..., glue=name)`` glues the PNG file itself (not a second drawing of the figure), at the width the
     inline backend gives the figure: its pixel width times figure.dpi / savefig.dpi."""
-    import myst_nb
+    from nqf.pipeline import _glue
 
     glued = []
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: glued.append((name, value, display)))
+    monkeypatch.setattr(_glue, "glue", lambda name, value, display: glued.append((name, value, display)))
     fig, ax = plt.subplots(figsize=(4.0, 3.0), dpi=110)
     ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
     with matplotlib.rc_context({"savefig.dpi": 200, "savefig.bbox": None}):
@@ -141,3 +141,30 @@ def test_a_shell_that_ran_nothing_is_not_a_session(tmp_path):
         use_style()
         if made:
             InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("display", [False, True])
+@pytest.mark.parametrize("value", ["0.1234", 3.5, [1, 2]], ids=["str", "float", "list"])
+def test_glue_writes_myst_nbs_record(monkeypatch, value, display):
+    """nqf's glue writes what myst-nb's glue writes (the book reads it back with myst-nb), without importing
+    myst-nb's glue module (nbformat and jsonschema: 1 s per chapter)."""
+    import IPython.display
+    import myst_nb.ext.glue as myst_glue
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nqf.pipeline import glue
+
+    shown = []
+    record = lambda *args, **kwargs: shown.append((args, kwargs))  # noqa: E731
+    monkeypatch.setattr(IPython.display, "display", record)
+    monkeypatch.setattr(myst_glue, "ipy_display", record)
+    had_shell = InteractiveShell.initialized()
+    try:
+        glue("ch00_x", value, display=display)
+        myst_glue.glue("ch00_x", value, display)
+    finally:
+        if not had_shell:  # format_display_data made a global shell: start_chapter would take later tests for a kernel
+            InteractiveShell.clear_instance()
+    ours, theirs = shown
+    assert ours == theirs and ours[1]["metadata"]["scrapbook"] == {"name": "ch00_x", "mime_prefix": "" if display
+                                                                   else "application/papermill.record/"}

@@ -1,10 +1,22 @@
-"""``glue`` for the chapters: myst-nb's where the book's toolchain is installed, a plain display elsewhere."""
+"""``glue`` for the chapters: myst-nb's glue record where the book's toolchain is installed, a plain display elsewhere.
+
+The record is myst-nb's (``myst_nb.ext.glue.glue``, read back by its ``extract_glue_data_cell``): the value's
+display bundle, each mimetype prefixed with :data:`GLUE_PREFIX` unless it is also shown, and the metadata
+``{"scrapbook": {"name": ..., "mime_prefix": ...}}``. It is written here rather than by calling myst-nb's
+function, whose module imports nbformat and with it jsonschema's format checkers, which build 38 grammars on
+import: 1.0 s of every chapter's first glue (issue 31). ``tests/test_figure_style.py`` checks that both write
+the same output.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from .._checks import require_kind
+
+#: myst-nb's mimetype prefix of a value glued without being shown (``myst_nb.ext.glue.GLUE_PREFIX``)
+GLUE_PREFIX = "application/papermill.record/"
 
 
 def glue(name: str, variable: Any, *, display: bool = True) -> None:
@@ -16,12 +28,16 @@ def glue(name: str, variable: Any, *, display: bool = True) -> None:
     and otherwise dropped, so the chapter runs the same.
     """
     require_kind("name", isinstance(name, str) and bool(name), "a non-empty string", name)
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        if display:
-            from IPython.display import display as show
+    from IPython.display import display as show
 
+    if importlib.util.find_spec("myst_nb") is None:
+        if display:
             show(variable)
         return None
-    return myst_glue(name, variable, display)
+    from IPython.core.formatters import format_display_data
+
+    bundle, metadata = format_display_data(variable)
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    show({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+    return None
