@@ -32,7 +32,7 @@ def _reals(name: str, x) -> np.ndarray:
         raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} ({err})") from None
     if arr.dtype.kind not in "biuf":
         raise wrong_kind(name, "be an array of real numbers", f"{type(x).__name__} of dtype {arr.dtype}")
-    return arr.astype(float)
+    return arr.astype(float, copy=False)  # no copy of a float array (nothing here writes into it)
 
 
 def _times(t: np.ndarray) -> np.ndarray:
