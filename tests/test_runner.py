@@ -61,6 +61,13 @@ def passing(chapter: str = "ch01") -> list[str]:
 
 PASSING = passing()
 
+
+def claims_only(chapter: str) -> list[str]:
+    """Cells of a chapter whose two claims hold, without a figure (0.7 s less per kernel than :func:`passing`:
+    no matplotlib, no PNG or SVG written), for the chapters of a book whose figures no test looks at."""
+    return ["from nqf.pipeline import Claims"] + passing(chapter)[1:]
+
+
 FAILING_CLAIM = [
     "from nqf.pipeline import Claims\n"
     "claims = Claims('ch03', fidelity, out_dir)\n"
@@ -444,7 +451,7 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
     for stem in listed:
         if stem != CH01:
-            make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", passing(nqfbook.chapter_id(stem)))
+            make_notebook(tmp_repo / "notebooks" / f"{stem}.ipynb", claims_only(nqfbook.chapter_id(stem)))
 
     p = run(tmp_repo, "--fidelity", "quick", "--build")
     assert p.returncode == 0, out(p)
