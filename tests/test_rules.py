@@ -250,7 +250,8 @@ def test_the_matrix_free_probe_compiles_once_per_module_with_the_fast_options():
     from nqf.structure._neurons import split_params
 
     tr, frozen, ax_leaves, d = split_params(W, 1)
-    args = (f, tr, frozen, x, jax.random.PRNGKey(0), ax_leaves, d)
+    draws = _matrix_free._draws(jax.random.PRNGKey(0), tr, jax.ShapeDtypeStruct((), x.dtype))
+    args = (f, tr, frozen, x, draws, ax_leaves, d)
     ref = eqx.filter_jit(_matrix_free._probe.__wrapped__)(*args)  # the undecorated probe, default pipeline
     got = _matrix_free._probe(*args)
     assert float(ref[0]) < 1e-14 and float(got[0]) < 1e-14

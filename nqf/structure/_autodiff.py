@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_key, check_real_output, check_tolerance, invalid
+from .._random import normal
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
@@ -159,15 +160,16 @@ def _check_call(apply, x, p: int, d: int, dtype):
     return None if len(out.shape) == 0 else out.shape[0]
 
 
-def _probe(module, W0, key, x, W_extra):
+def _probe(module, W0, W_unit, V_unit, x, W_extra):
     """One compiled pass over all the autodiff quantities of :func:`structure_report`.
 
-    Returns the value, gradient and Hessian at 0; the values at a random $W$
+    Returns the value, gradient and Hessian at 0; the values at a random $W$ (``0.5 W_unit``)
     and at two neuron permutations of it (Def. 1); the gradients at
-    $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (smoothness) and at
+    $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (``V_unit`` normalised; smoothness) and at
     $W$ with neuron 1 zeroed (Property 1); $V$; and the values at the extra
     points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.structure.check_theorem1`),
-    all in one vmapped evaluation of the module.
+    all in one vmapped evaluation of the module. The unit normals come from the caller (:func:`_report`):
+    drawn inside, their threefry hashes were a large part of this program's compile time (issue 31).
     """
     apply = _apply_of(module)
 
@@ -175,10 +177,8 @@ def _probe(module, W0, key, x, W_extra):
         return jnp.reshape(apply(W, x), (-1,))
 
     p, d = W0.shape
-    k_w, k_v = jax.random.split(key)
-    W = 0.5 * jax.random.normal(k_w, (p, d), W0.dtype)
-    V = jax.random.normal(k_v, (p, d), W0.dtype)
-    V = V / jnp.linalg.norm(V)
+    W = 0.5 * W_unit
+    V = V_unit / jnp.linalg.norm(V_unit)
     perms = (np.roll(np.arange(d), 1), np.r_[1, 0, np.arange(2, d)])
     W_values = jnp.concatenate([jnp.stack([W0, W] + [permute_neurons(W, (1,), q) for q in perms]),
                                 W_extra.astype(W0.dtype)])
@@ -265,7 +265,9 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
         check_key("key", key)
     key = jax.random.PRNGKey(0) if key is None else key
     probe = _compiled(_probe, module) if probe is None else probe
-    out = probe(jnp.zeros((p, d), dtype), key, x, jnp.asarray(W_extra, dtype))
+    k_w, k_v = jax.random.split(key)  # the random point and direction, jax.random.normal's draws bit for bit
+    out = probe(jnp.zeros((p, d), dtype), normal(k_w, (p, d), dtype), normal(k_v, (p, d), dtype), x,
+                jnp.asarray(W_extra, dtype))
     f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)
     if not (np.all(np.isfinite(f0)) and np.all(np.isfinite(f_pts))):
         where = "at W = 0" if not np.all(np.isfinite(f0)) else "at the random probe weights"

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._checks import check_key, invalid
+from .._random import normal
 from ..architectures import Architecture
 from ._neurons import split_params
 from ._probes import SMOOTH_RATIO
@@ -70,19 +71,30 @@ class HypothesisCheck(NamedTuple):
     finite: bool  #: every probe output finite
 
 
-@fast_filter_jit
-def _probe(apply, tr, frozen, x, key, ax_leaves, d):
-    """One jitted pass of :func:`check_hypotheses` (``apply`` is an argument: compiled once per module)."""
-    leaves, treedef = jax.tree_util.tree_flatten(tr)
+def _draws(key, tr, out):
+    """The probe's random numbers, drawn by the caller: unit normals for the random point ``W`` and the direction
+    ``V`` (one per neuron leaf, ``2 L`` keys) and for the output weights ``c`` (the last key), as
+    ``jax.random.normal`` would draw them inside the probe, bit for bit (:func:`nqf._random.normal`). Drawn inside,
+    the threefry hash and the inverse error function of ``2 L + 1`` draws were half of the probe's compile time
+    (issue 31); drawn here, their programs are compiled once per size class and shared by every module."""
+    leaves = jax.tree_util.tree_leaves(tr)
     keys = jax.random.split(key, 2 * len(leaves) + 1)
-    W = jax.tree_util.tree_unflatten(
-        treedef, [0.5 * jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)])
-    V = jax.tree_util.tree_unflatten(
-        treedef, [jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)])
+    W = [normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)]
+    V = [normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)]
+    return W, V, normal(keys[-1], out.shape, out.dtype)
+
+
+@fast_filter_jit
+def _probe(apply, tr, frozen, x, draws, ax_leaves, d):
+    """One jitted pass of :func:`check_hypotheses` (``apply`` is an argument: compiled once per module), at the
+    random numbers ``draws`` of :func:`_draws`."""
+    treedef = jax.tree_util.tree_structure(tr)
+    W_unit, V, c = draws
+    W = jax.tree_util.tree_unflatten(treedef, [0.5 * w for w in W_unit])
+    V = jax.tree_util.tree_unflatten(treedef, V)
     vn = jnp.sqrt(sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(V)))
     V = jax.tree_util.tree_map(lambda v: v / vn, V)
     out0 = module_out(apply, W, frozen, x)
-    c = jax.random.normal(keys[-1], jnp.shape(out0), out0.dtype)
     F = lambda w: jnp.sum(c * module_out(apply, w, frozen, x))  # noqa: E731
     Wp = permute_neurons(W, ax_leaves, jnp.roll(jnp.arange(d), 1))
     f, fp = module_out(apply, W, frozen, x), module_out(apply, Wp, frozen, x)
@@ -124,7 +136,9 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
         key = jax.random.PRNGKey(0)  # the probe directions are fixed unless a key is given (documented)
     else:
         check_key("key", key)
-    perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, key, ax_leaves, d)
+    out = eqx.filter_eval_shape(module_out, apply, tr, frozen, x)
+    draws = _draws(key, tr, out)
+    perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, draws, ax_leaves, d)
     eps = float(jnp.finfo(jnp.asarray(h).dtype).eps)
     ratio = taylor_ratio([r[0] for r in rs], [r[1] for r in rs], g0, hv, h, 1e3 * eps)
     return HypothesisCheck(float(perm_res) if d > 1 else 0.0, float(zgz), float(ratio), bool(finite))
