@@ -260,6 +260,31 @@ def test_the_matrix_free_probe_compiles_once_per_module_with_the_fast_options():
     assert ratio(got) == pytest.approx(ratio(ref), rel=1e-6) and chk.smooth_ratio >= _probes.SMOOTH_RATIO
 
 
+@pytest.mark.parametrize("make_key", [jax.random.PRNGKey, jax.random.key], ids=["raw key", "typed key"])
+def test_the_probes_draws_are_the_draws_the_probe_made_inside(make_key):
+    """check_hypotheses draws its random point, direction and output weights outside the compiled probe: they are
+    the draws jax.random.normal made inside it, bit for bit (split into 2 L + 1 keys, W and V per leaf, then c)."""
+    from nqf.structure import _matrix_free
+
+    tr = {"a": np.zeros((5, 3)), "b": np.zeros((2, 3), np.float32)}
+    out = jax.ShapeDtypeStruct((4,), jnp.float64)
+    key = make_key(3)
+
+    @jax.jit
+    def inside(key):
+        leaves = jax.tree_util.tree_leaves(tr)
+        keys = jax.random.split(key, 2 * len(leaves) + 1)
+        return ([jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)],
+                [jax.random.normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)],
+                jax.random.normal(keys[-1], out.shape, out.dtype))
+
+    got, want = jax.tree_util.tree_leaves(_matrix_free._draws(key, tr, out)), jax.tree_util.tree_leaves(inside(key))
+    assert len(got) == len(want) == 5
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 def test_the_probe_constants_are_written_once():
     for path in (NQF / "structure").glob("*.py"):
         if path.name == "_probes.py":
