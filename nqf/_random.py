@@ -41,6 +41,15 @@ def normal(key, shape=(), dtype=None) -> jax.Array:
     return jax.device_put(np.asarray(flat)[:size].reshape(shape))  # (jnp.asarray would compile a copy per shape)
 
 
+def split(key, num: int = 2) -> list:
+    """``list(jax.random.split(key, num))``, the same keys, without the small programs that slicing a key array
+    eagerly compiles per shape (unstack, slice, squeeze): raw keys go through NumPy; typed keys are sliced by JAX."""
+    keys = jax.random.split(key, num)
+    if getattr(keys, "dtype", None) == np.uint32:
+        return list(np.asarray(keys))
+    return list(keys)
+
+
 def normals(pairs) -> tuple:
     """``tuple(jax.random.normal(key, shape) for key, shape in pairs)`` in the default float, bit for bit, as one
     vectorised draw: under the partitionable threefry each draw is the prefix of a draw of the largest size from its

@@ -25,7 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
 from .._checks import check_key, check_real_output, check_tolerance, invalid
-from .._random import normal
+from .._random import normal, split
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
@@ -265,7 +265,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
         check_key("key", key)
     key = jax.random.PRNGKey(0) if key is None else key
     probe = _compiled(_probe, module) if probe is None else probe
-    k_w, k_v = jax.random.split(key)  # the random point and direction, jax.random.normal's draws bit for bit
+    k_w, k_v = split(key)  # the random point and direction, jax.random.normal's draws bit for bit
     out = probe(jnp.zeros((p, d), dtype), normal(k_w, (p, d), dtype), normal(k_v, (p, d), dtype), x,
                 jnp.asarray(W_extra, dtype))
     f0, J0, H0, f_pts, J_pts, V, f_extra = (np.asarray(a, np.float64) for a in out)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._checks import check_key, invalid
-from .._random import normal
+from .._random import normal, split
 from ..architectures import Architecture
 from ._neurons import split_params
 from ._probes import SMOOTH_RATIO
@@ -78,7 +78,7 @@ def _draws(key, tr, out):
     the threefry hash and the inverse error function of ``2 L + 1`` draws were half of the probe's compile time
     (issue 31); drawn here, their programs are compiled once per size class and shared by every module."""
     leaves = jax.tree_util.tree_leaves(tr)
-    keys = jax.random.split(key, 2 * len(leaves) + 1)
+    keys = split(key, 2 * len(leaves) + 1)
     W = [normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)]
     V = [normal(k, l.shape, l.dtype) for k, l in zip(keys[len(leaves):], leaves)]
     return W, V, normal(keys[-1], out.shape, out.dtype)
