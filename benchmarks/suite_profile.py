@@ -3,9 +3,10 @@
     .venv/bin/python -m pytest -p benchmarks.suite_profile -n 2 --dist worksteal -m "not notebook" \
         --suite-profile /tmp/prof
 
-Each worker writes ``<dir>/<worker>.json``: per test, its start (epoch seconds: the workers' timelines line up), wall seconds, CPU seconds of this
-process and of the subprocesses it waited for, JAX lowerings, XLA backend-compile seconds and
-persistent-cache hits; and per jitted function, its lowerings and compile seconds over the run.
+Each worker writes ``<dir>/<worker>.json``: per test, its start (epoch seconds, so the workers'
+timelines line up), wall seconds, CPU seconds of this process and of the subprocesses it waited for,
+JAX lowerings, XLA backend-compile seconds and persistent-cache hits; and per jitted function, its
+lowerings and compile seconds over the run.
 ``python benchmarks/suite_profile.py <dir>`` sums the workers' files into tables.
 """
 
@@ -60,7 +61,6 @@ class _Profile:
 
 
 _P: _Profile | None = None
-
 
 
 def pytest_configure(config):

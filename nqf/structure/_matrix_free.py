@@ -94,7 +94,6 @@ def _probe(apply, tr, frozen, x, draws, ax_leaves, d):
     V = jax.tree_util.tree_unflatten(treedef, V)
     vn = jnp.sqrt(sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(V)))
     V = jax.tree_util.tree_map(lambda v: v / vn, V)
-    out0 = module_out(apply, W, frozen, x)
     F = lambda w: jnp.sum(c * module_out(apply, w, frozen, x))  # noqa: E731
     Wp = permute_neurons(W, ax_leaves, jnp.roll(jnp.arange(d), 1))
     f, fp = module_out(apply, W, frozen, x), module_out(apply, Wp, frozen, x)
@@ -108,8 +107,8 @@ def _probe(apply, tr, frozen, x, draws, ax_leaves, d):
     g0, HV = jax.jvp(jax.grad(F), (zero,), (V,))
     norm = lambda t: jnp.sqrt(sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(t)))  # noqa: E731
 
-    h = jnp.asarray(taylor_step(out0.dtype), out0.dtype)
-    steps = [jnp.asarray(t, out0.dtype) for t in taylor_steps(out0.dtype)]
+    h = jnp.asarray(taylor_step(f.dtype), f.dtype)
+    steps = [jnp.asarray(t, f.dtype) for t in taylor_steps(f.dtype)]
     grads = [jax.grad(F)(jax.tree_util.tree_map(lambda v, t=t: t * v, V)) for t in steps]
     rs = list(zip(taylor_residuals(grads, g0, HV, steps, norm), [norm(g) for g in grads]))
     finite = jnp.isfinite(norm(g0)) & jnp.isfinite(norm(HV)) & jnp.isfinite(f).all()
