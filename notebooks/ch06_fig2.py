@@ -6,10 +6,8 @@ from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from nqf import structure
 from nqf.training import compare_with_nqf
 
 
@@ -17,21 +15,6 @@ def half_times(steps, ratio):
     """First recorded step at which ``ratio`` (``(..., T, r)``) reaches 1/2, per mode (``inf``: never)."""
     above = np.asarray(ratio) >= 0.5
     return np.where(above.any(axis=-2), np.asarray(steps)[np.argmax(above, axis=-2)].astype(float), np.inf)
-
-
-# ---------------------------------------------------------------- the definition check, compiled whole
-def feature_form_error(module, x, key):
-    """The definition check of the NQF's feature form on one input ``x``: ``max |NQF - f(0) - feature_output| /
-    max |NQF - f(0)|`` at a random ``W`` of scale 0.3 drawn from ``key``, the NQF matrix-free from the module."""
-    shape = (module.arch.p, module.d)
-    return float(_feature_form_error(module, 0.3 * np.asarray(jax.random.normal(key, shape)), np.zeros(shape), x))
-
-
-@eqx.filter_jit
-def _feature_form_error(module, W, zero, x):
-    f0 = module.arch.apply(zero, x)
-    q = structure.nqf_output(module.arch, W, x)
-    return jnp.max(jnp.abs(q - f0 - module.feature_output(W, x))) / jnp.max(jnp.abs(q - f0))
 
 
 # ---------------------------------------------------------------- lanes: one run per (seed, sigma), issue 28
@@ -88,9 +71,11 @@ class Fig2Lanes(NamedTuple):
 
 
 def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, record_every: int = 1,
-               n_probe: int = 100) -> Fig2Lanes:
+               n_probe: int = 100, check_seed: int = 17) -> Fig2Lanes:
     """Lane ``i``: ``W(0) = sigmas[i] Z(seeds[i])`` (:func:`seed_directions`), the module and its NQF (its linear
-    feature form, checked against the matrix-free NQF by compare_with_nqf) trained with ``optimizer``; all lanes
+    feature form, which compare_with_nqf checks against the matrix-free NQF at the first lane's ``W(0)`` and at a random
+    ``W`` of unit scale drawn from ``jax.random.PRNGKey(check_seed)``: ``comparison.form_gap``) trained with
+    ``optimizer``; all lanes
     vmapped in one compare_with_nqf. Records singular values of ``L(W)`` and the probe outputs; a lane diverged if a
     step's (full-batch) loss or a recorded probe output is not finite (the trainer's batch losses: recording the
     loss again would evaluate the same full batch a second time each step)."""
@@ -104,7 +89,8 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
     probe = jax.tree_util.tree_map(lambda a: np.asarray(a)[:n_probe], teacher.xs)
     res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps=num_steps, probe=probe,
                            track=("outputs", "singular_values"), linear_map=module.linear_map,
-                           record_every=record_every, nqf_form=module.feature_output)
+                           record_every=record_every, nqf_form=module.feature_output,
+                           key=jax.random.PRNGKey(int(check_seed)))
     f0 = np.asarray(_outputs(module.arch, np.zeros((module.arch.p, module.d)), probe))
     signal = float(np.sqrt(np.sum((np.asarray(teacher.ys)[:n_probe] - f0) ** 2)))
     r = teacher.s.size

@@ -159,10 +159,26 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
                 np.testing.assert_allclose(res.nqf[k], ref.nqf[k], rtol=1e-10, atol=1e-13)
                 np.testing.assert_array_equal(res.module[k], ref.module[k])  # the module run is untouched
             np.testing.assert_allclose(res.final["nqf"], ref.final["nqf"], rtol=1e-10, atol=1e-13)
+            assert 0.0 <= res.form_gap < 1e-12  # the measured distance of the exact forms from the matrix-free NQF
+        assert ref.form_gap is None
     one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10, nqf_form="structure", key=jax.random.PRNGKey(17))
     ref_one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10)
     assert one.nqf["loss"].shape == (11,)
     np.testing.assert_allclose(one.nqf["loss"], ref_one.nqf["loss"], rtol=1e-10)
+
+
+def test_fast_form_parts_of_a_probe_laid_out_unlike_the_data(loose_promotion):
+    """Training and probe inputs of one layout share one compiled f_x(0); a probe of another dtype gets its own,
+    computed from its own inputs (not from a cast copy)."""
+    arch = nqf.architectures.two_layer_mlp(5, outputs=3)
+    xs, ys = _mlp_data()
+    W0 = 0.05 * normal(jax.random.PRNGKey(3), (8, 4))
+    quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731
+    kw = dict(track=("outputs",), nqf_form=quad, key=jax.random.PRNGKey(17), check=False)
+    same = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, probe=xs[:7], **kw)
+    other = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, probe=np.asarray(xs[:7], np.float32), **kw)
+    np.testing.assert_allclose(other.nqf["outputs"], same.nqf["outputs"], rtol=1e-5, atol=1e-8)  # float32 inputs
+    assert other.form_gap < 1e-6 and same.form_gap < 1e-12
 
 
 def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():

@@ -87,6 +87,9 @@ class Comparison(NamedTuple):
     threshold: float  #: the gap that ends the window
     gap_on: str  #: the tracked quantity the gap is measured on (``"outputs"`` by default)
     final: dict  #: ``{"module", "nqf"}`` -> final parameters
+    #: a fast ``nqf_form``'s measured distance from the matrix-free NQF: the largest ``|fast - matrix-free|`` over
+    #: ``max |quadratic term|`` at the checks (``None`` for the matrix-free form)
+    form_gap: float | None = None
 
 
 # ----------------------------------------------------------------- loss and record as values
@@ -163,32 +166,53 @@ def _form_gap(apply, quadratic, W, xs, f0, A):
     return jnp.max(jnp.abs(fast - mf)), jnp.max(jnp.abs(mf - f0))
 
 
-def _nqf_parts(form, arch, xs, W_one, key_check, name):
-    """``(f0, A)`` for the samples ``xs`` (``A = None`` for a closed-form ``quadratic``), after checking the
-    fast form against the matrix-free NQF at ``W_one`` and (``key_check`` not None) at a random ``W`` of unit scale
-    from ``key_check``, on 4 inputs."""
-    f0 = _zero_outputs(arch.apply, xs, jnp.zeros_like(W_one))
+def _layout(x):
+    """A pytree's structure with each leaf's shape beyond the sample axis and dtype."""
+    leaves, tree = jax.tree_util.tree_flatten(x)
+    return tree, tuple((np.shape(l)[1:], np.dtype(l.dtype if hasattr(l, "dtype") else np.result_type(l))) for l in leaves)
+
+
+def _nqf_parts(form, arch, sets, W_one, key_check, name):
+    """``[(f0, A), ...]`` for each set of samples in ``sets`` (training inputs, probe inputs; ``A = None`` for a
+    closed-form ``quadratic``), and the form's measured gap: the largest ``|fast - matrix-free| / max|quadratic
+    term|`` over the checks, at ``W_one`` and (``key_check`` not None) at a random ``W`` of unit scale from
+    ``key_check``, on the first 4 inputs of each set. A form further than ``1e-9`` from the NQF is refused. The
+    sets' $f_x(0)$ (and $A(x)$) come from one compiled program over all their samples."""
+    if len(sets) > 1 and len({_layout(s) for s in sets}) > 1:  # leaves differ beyond their sample axis
+        groups = [_nqf_parts(form, arch, [s], W_one, key_check, name) for s in sets]
+        return [g[0][0] for g in groups], max(g[1] for g in groups)
+    sizes = [_leading(s) for s in sets]
+    both = jax.tree_util.tree_map(lambda *a: np.concatenate([np.asarray(x) for x in a]), *sets) if len(sets) > 1 \
+        else sets[0]  # host concatenation: one program for every set, not one per set's size
+    f0 = _zero_outputs(arch.apply, both, jnp.zeros_like(W_one))
     A = None
     quadratic = None if form == "structure" else form
     if form == "structure":
-        m = _leading(xs)
-        entries = m * int(np.prod(jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], xs)).shape))
+        m = sum(sizes)
+        entries = m * int(np.prod(jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], both)).shape))
         if entries > _MAX_STRUCTURE_ENTRIES:
             raise invalid("nqf_form", f"hold at most {_MAX_STRUCTURE_ENTRIES:.0e} structure-matrix entries (use the "
                                       "matrix-free form or a closed-form quadratic(W, x))",
                           f"nqf_form='structure', which would hold {entries:.2e} structure-matrix entries for {m} "
                           f"samples of {name}")
-        A = _structures(arch, xs)
-    head = jax.tree_util.tree_map(lambda a: np.asarray(a)[:4], xs)  # on the host: a jax array's slice compiles
-    f0h, Ah = np.asarray(f0)[:4], None if A is None else np.asarray(A)[:4]
+        A = _structures(arch, both)
+    f0_host, A_host = np.asarray(f0), None if A is None else np.asarray(A)
+    starts = np.cumsum([0] + sizes)
+    parts = [(f0, A)] if len(sets) == 1 else [  # split on the host: a jax array's slice would compile
+        (jnp.asarray(f0_host[a:b]), None if A is None else jnp.asarray(A_host[a:b])) for a, b in zip(starts[:-1], starts[1:])]
     Ws = (W_one,) if key_check is None else (W_one, normal(key_check, W_one.shape, W_one.dtype))
-    for W in Ws:
-        err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
-        if not err <= 1e-9 * max(scale, 1e-300):
-            raise invalid("nqf_form", "equal the matrix-free NQF f_x(0) + D^2 f_x(0)[W, W]/2",
-                          f"a form of {name} that does not equal the matrix-free NQF: largest difference {err:.3e} "
-                          f"on the first inputs against outputs of size {scale:.3e}")
-    return f0, A
+    worst = 0.0
+    for a in starts[:-1]:
+        head = jax.tree_util.tree_map(lambda x: np.asarray(x)[a:a + 4], both)  # on the host: a jax slice compiles
+        f0h, Ah = f0_host[a:a + 4], None if A_host is None else A_host[a:a + 4]
+        for W in Ws:
+            err, scale = (float(v) for v in _form_gap(arch.apply, quadratic, W, head, f0h, Ah))
+            if not err <= 1e-9 * max(scale, 1e-300):
+                raise invalid("nqf_form", "equal the matrix-free NQF f_x(0) + D^2 f_x(0)[W, W]/2",
+                              f"a form of {name} that does not equal the matrix-free NQF: largest difference "
+                              f"{err:.3e} on the first inputs against outputs of size {scale:.3e}")
+            worst = max(worst, err / max(scale, 1e-300))
+    return parts, worst
 
 
 # ----------------------------------------------------------------- the public function
@@ -374,9 +398,8 @@ def compare_with_nqf(
                                       "(xs, ys): a fast form's parts are computed once per sample",
                           repr(nqf_form))
         kc = key  # array data: the key of the random W at which the fast form is checked (None: at W0 only)
-        f0, A = _nqf_parts(nqf_form, module, xs, W_one, kc, name)
-        if px is not None:
-            pf0, pA = _nqf_parts(nqf_form, module, px, W_one, kc, name)
+        parts, form_gap = _nqf_parts(nqf_form, module, [xs] if px is None else [xs, px], W_one, kc, name)
+        (f0, A), (pf0, pA) = parts[0], parts[-1]
     # ---- run: the module and its NQF, each one configuration of the trainer
     tr0 = W0 if batched else tr  # an Architecture's W is one array: nothing frozen
     base = {"frozen": frozen, "py": py}
@@ -404,4 +427,4 @@ def compare_with_nqf(
     window = first_exceedance(rec_steps, gap, threshold)
     final = {k: eqx.combine(runs[k].params, frozen) if not batched else runs[k].params for k in runs}
     return Comparison(rec_steps, rec["module"], rec["nqf"], {k: runs[k].batch_loss for k in runs}, gap, window,
-                      float(threshold), gap_on, final)
+                      float(threshold), gap_on, final, form_gap if fast else None)
