@@ -59,8 +59,11 @@ ROOT_FLAG := $(shell test "$$(id -u)" -eq 0 && echo --allow-root)
 # A chapter run by hand runs at NQF_FIDELITY (quick unless given: `make lab NQF_FIDELITY=full`) and
 # writes to _build/output/interactive/<fidelity>, never over a build (nqf.pipeline.interactive_settings).
 NQF_FIDELITY ?= quick
+# At quick, XLA's compile-light CPU setting of the runner (nqfbook.processes.QUICK_XLA_FLAG).
 lab: venv
-	NQF_FIDELITY=$(NQF_FIDELITY) $(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
+	NQF_FIDELITY=$(NQF_FIDELITY) XLA_FLAGS="$$($(PY) -c 'import os, sys; from nqfbook.processes import xla_flags; \
+	  print(xla_flags(sys.argv[1], os.environ.get("XLA_FLAGS", "")))' $(NQF_FIDELITY))" \
+	  $(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 book: venv
 	$(PY) -m nqfbook --fidelity full --build $(RUNNER_FLAGS)

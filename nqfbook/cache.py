@@ -2,7 +2,7 @@
 
 A chapter's key hashes what the chapter imports and is given: every file under ``nqf/`` (the
 science and the chapter helpers of ``nqf/pipeline/``), Python files next to the chapters, the
-pins (``pyproject.toml``, ``requirements-lock.txt``), the notebook, its fidelity and parameters,
+pins (``pyproject.toml``, ``requirements-lock.txt``), the notebook, its fidelity and parameters, ``XLA_FLAGS``,
 the module a ``-p`` import path names (``-p model=my_models:make``: its source file), and the
 versions of Python, papermill and the normalisation. The runner itself (``nqfbook/``) is not
 part of it: editing the tool re-executes nothing.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -80,6 +81,8 @@ def cache_key(notebook: Path, tree_hash: str, fidelity: str, parameters: dict, *
         "papermill": pm_version,
         "normalisation": NORMALISATION_VERSION,
     }
+    if os.environ.get("XLA_FLAGS"):  # compiler settings change results in the last digits (quick: QUICK_XLA_FLAG)
+        payload["xla_flags"] = os.environ["XLA_FLAGS"]
     if sources:  # only then: the keys of runs without such a parameter stay what they were
         payload["sources"] = sorted(
             (k, str(p), sha256_file(Path(p)) if Path(p).is_file() else "missing") for k, p in sources.items())

@@ -116,7 +116,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def _main(args, root: Path, chapters: list[Path], selected: list[Path], params: dict,
           sources: dict) -> int:
     try:
-        prepare_environment(root)
+        prepare_environment(root, args.fidelity)
     except RunnerError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

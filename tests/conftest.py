@@ -29,6 +29,12 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
 # runner's subprocesses and the two workers compile many of the same small programs, and a hit costs a
 # fifth of a compile (make test: 905 s with 0.25, 732 s with 0, both from a cold cache; issue 31).
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# The tests compile many programs and run each briefly, as the quick chapters do: XLA's compile-light CPU setting
+# of the runner at quick fidelity (nqfbook.processes.QUICK_XLA_FLAG), set before jax starts XLA.
+from nqfbook.processes import xla_flags  # noqa: E402
+
+if xla_flags("quick", os.environ.get("XLA_FLAGS", "")):
+    os.environ["XLA_FLAGS"] = xla_flags("quick", os.environ.get("XLA_FLAGS", ""))
 
 import jax  # noqa: E402
 

@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 import nqfbook
+from nqfbook.processes import QUICK_XLA_FLAG, xla_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
@@ -264,6 +265,29 @@ def test_cache_key_depends_on_everything(tmp_path):
     assert base != nqfbook.cache_key(nb, "tree", "quick", {"seed": 1})
     make_notebook(nb, ["pass  # edited"])
     assert base != nqfbook.cache_key(nb, "tree", "quick", {})
+
+
+def test_cache_key_sees_the_compiler_flags(tmp_path, monkeypatch):
+    """XLA_FLAGS change results in the last digits: an execution under other flags is not reused."""
+    nb = make_notebook(tmp_path / "ch01_x.ipynb", ["pass"])
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    base = nqfbook.cache_key(nb, "tree", "quick", {})
+    monkeypatch.setenv("XLA_FLAGS", QUICK_XLA_FLAG)
+    assert nqfbook.cache_key(nb, "tree", "quick", {}) != base
+
+
+def test_quick_runs_add_the_compile_light_xla_flag_and_full_runs_do_not(monkeypatch):
+    from importlib import metadata
+
+    assert xla_flags("quick") == QUICK_XLA_FLAG  # the pinned jaxlib accepts it
+    assert xla_flags("quick", "--xla_force_host_platform_device_count=2") == \
+        f"--xla_force_host_platform_device_count=2 {QUICK_XLA_FLAG}"
+    assert xla_flags("full") == "" and xla_flags("full", "--a=1") == "--a=1"
+    mine = QUICK_XLA_FLAG.replace("false", "true")  # a reader's own value of the flag wins
+    assert xla_flags("quick", mine) == mine and xla_flags("quick", QUICK_XLA_FLAG) == QUICK_XLA_FLAG
+    assert QUICK_XLA_FLAG in os.environ["XLA_FLAGS"].split()  # the tests run under it (conftest), and XLA took it
+    monkeypatch.setattr(metadata, "version", lambda name: "99.0")  # a jaxlib not known to accept it: left out
+    assert xla_flags("quick") == ""
 
 
 def test_editing_the_runner_changes_no_key_editing_nqf_does(tmp_repo):
