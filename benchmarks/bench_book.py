@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                         "budget_seconds": budget, "passed": ok,
                         "exit": None if r is None else r["exit"]})
 
+    from nqfbook.processes import xla_flags  # what the runner sets for each fidelity (and conftest for the tests)
+
     try:
         jax_version = metadata.version("jax")
     except metadata.PackageNotFoundError:  # pragma: no cover
@@ -230,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                     "python": platform.python_version(), "jax": jax_version},
         "cpu_reference": {"before": reference_before, "after": reference_after},
         "cold_jax_cache": not (args.here and args.warm),
+        "xla_flags": {fid: xla_flags(fid, os.environ.get("XLA_FLAGS", "")) for fid in ("quick", "full")},
         "chapters": {s: {"quick": quick.get(s), "full": full.get(s)} for s in sorted(set(quick) | set(full))},
         "compilations": {fid: chapter_compilations(out, fid) for fid in ("quick", "full")},
         "commands": results,
