@@ -169,7 +169,8 @@ def _form_gap(apply, quadratic, W, xs, f0, A):
 def _layout(x):
     """A pytree's structure with each leaf's shape beyond the sample axis and dtype."""
     leaves, tree = jax.tree_util.tree_flatten(x)
-    return tree, tuple((np.shape(l)[1:], np.dtype(l.dtype if hasattr(l, "dtype") else np.result_type(l))) for l in leaves)
+    return tree, tuple((np.shape(l)[1:], np.dtype(l.dtype if hasattr(l, "dtype") else np.result_type(l)))
+                       for l in leaves)
 
 
 def _nqf_parts(form, arch, sets, W_one, key_check, name):
@@ -199,7 +200,8 @@ def _nqf_parts(form, arch, sets, W_one, key_check, name):
     f0_host, A_host = np.asarray(f0), None if A is None else np.asarray(A)
     starts = np.cumsum([0] + sizes)
     parts = [(f0, A)] if len(sets) == 1 else [  # split on the host: a jax array's slice would compile
-        (jnp.asarray(f0_host[a:b]), None if A is None else jnp.asarray(A_host[a:b])) for a, b in zip(starts[:-1], starts[1:])]
+        (jnp.asarray(f0_host[a:b]), None if A is None else jnp.asarray(A_host[a:b]))
+        for a, b in zip(starts[:-1], starts[1:])]
     Ws = (W_one,) if key_check is None else (W_one, normal(key_check, W_one.shape, W_one.dtype))
     worst = 0.0
     for a in starts[:-1]:
