@@ -33,8 +33,9 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # of the runner at quick fidelity (nqfbook.processes.QUICK_XLA_FLAG), set before jax starts XLA.
 from nqfbook.processes import xla_flags  # noqa: E402
 
-if xla_flags("quick", os.environ.get("XLA_FLAGS", "")):
-    os.environ["XLA_FLAGS"] = xla_flags("quick", os.environ.get("XLA_FLAGS", ""))
+_flags = xla_flags("quick", os.environ.get("XLA_FLAGS", ""))
+if _flags:
+    os.environ["XLA_FLAGS"] = _flags
 
 import jax  # noqa: E402
 
