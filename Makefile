@@ -57,7 +57,7 @@ test-py313:
 # containers run as root). Moving the clone and running `make venv` again repairs the kernelspec.
 ROOT_FLAG := $(shell test "$$(id -u)" -eq 0 && echo --allow-root)
 # A chapter run by hand runs at NQF_FIDELITY (quick unless given: `make lab NQF_FIDELITY=full`) and
-# writes to _build/output/interactive/<fidelity>, never over a build (nqf.pipeline.interactive_settings).
+# writes to _build/output/interactive/<fidelity>, never over a build (nqfbook.kit.interactive_settings).
 NQF_FIDELITY ?= quick
 # At quick, XLA's compile-light CPU setting of the runner (nqfbook.processes.QUICK_XLA_FLAG).
 lab: venv

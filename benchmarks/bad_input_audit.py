@@ -7,7 +7,7 @@ the public API, with what the user sees now.
 met at 25f02e5); a case marked ``neighbour`` is a new input of the same class that neither the issue nor
 tests/test_bad_input.py names (another wrong width, another bad optimiser name, ...). Each case calls the
 public API the way a user would: ``nqf.train``, ``nqf.optimizer``, ``nqf.diagnose``, ``nqf.gradient_flow``,
-``nqf.training.first_exceedance``, ``nqf.pipeline.start_chapter``, ``nqf.pipeline.by_fidelity``, and the runner
+``nqf.training.first_exceedance``, ``nqfbook.kit.start_chapter``, ``nqfbook.kit.by_fidelity``, and the runner
 ``python -m nqfbook --only chNN --fidelity quick -p ...`` as a child process.
 
 **Where they run.** Crash cases (and any case that could abort or run for long: huge step counts, a too tight
@@ -185,7 +185,7 @@ def _exceed(times, gap, threshold=0.1):
 
 
 def _start(out_dir):
-    from nqf.pipeline import start_chapter
+    from nqfbook.kit import start_chapter
 
     return start_chapter("ch01", "quick", out_dir)
 
@@ -201,7 +201,7 @@ def _a_file() -> str:
 
 
 def _by_fidelity(value):
-    from nqf.pipeline import by_fidelity
+    from nqfbook.kit import by_fidelity
 
     return by_fidelity("etas", value, "quick", quick=[0.0, 1e-3], full=[0.0, 1e-4])
 

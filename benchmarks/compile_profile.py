@@ -46,7 +46,7 @@ def main() -> None:
     os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # before jax is imported: a cold cache
     import jax
 
-    from nqf.pipeline._chapter import _BACKEND, _LOWERING  # the events of the runner's compile counter
+    from nqfbook.kit._chapter import _BACKEND, _LOWERING  # the events of the runner's compile counter
 
     jax.config.update("jax_enable_x64", True)
     per_fun: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])

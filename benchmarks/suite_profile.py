@@ -35,7 +35,7 @@ class _Profile:
         self.cur = {"lowerings": 0, "backend": 0.0, "hits": 0}
         import jax
 
-        from nqf.pipeline._chapter import _BACKEND, _LOWERING  # the events of the runner's compile counter
+        from nqfbook.kit._chapter import _BACKEND, _LOWERING  # the events of the runner's compile counter
 
         self._events = (_LOWERING, _BACKEND)
 

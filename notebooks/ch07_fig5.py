@@ -27,7 +27,8 @@ import numpy as np
 from scipy.special import digamma
 
 import nqf
-from nqf import datasets, pipeline, solutions
+from nqf import datasets, solutions
+from nqfbook import kit
 
 from ch07_runs import fourier_nqf_gd
 
@@ -102,7 +103,7 @@ def bound(reading: Reading, theta: float) -> Bound:
     lr = np.log(d.r / (d.C * z_nom))[ks - 1]
     ks = ks.astype(float)
     pred = float(solutions.effective_exponent_window(2 * BETA, theta + BETA, ks, lr, K=float(P)))
-    sharp = pipeline.sharp_switch_tolerance(lr.min(), pred, k_lo=2, k_hi=n, floor=0.0)
+    sharp = kit.sharp_switch_tolerance(lr.min(), pred, k_lo=2, k_hi=n, floor=0.0)
     return Bound(n, eq298, pred, sharp, abs(pred - eq298) + sharp, stab)
 
 
@@ -138,7 +139,7 @@ def slopes(reading: Reading, thetas, seeds, bounds) -> Slopes:
             ts = np.sort(np.asarray(nqf.solutions.switch_on_time(d.r, d.C, z0)))
             lo, hi = ts[1], min(ts[bd.n - 1], t[-1])
             if hi > lo:
-                out[i, j] = pipeline.power_law_fit(t[1:], L[i, j, 1:], lo, hi).exponent
+                out[i, j] = kit.power_law_fit(t[1:], L[i, j, 1:], lo, hi).exponent
     return Slopes(out, L, t)
 
 
@@ -157,7 +158,7 @@ def theta_label(theta: float) -> str:
 
 def bounds_table(bounds, thetas):
     """Per reading and theta, the predicted switch-ons, Eqs. (289)-(292), Eq. (298), the threshold: a
-    :func:`nqf.pipeline.table`."""
+    :func:`nqfbook.kit.table`."""
     columns = ["reading", "GD stable ($\\max_k\\eta\\,4c_kb_k$)"] + [
         f"$\\theta = {theta_label(th)}$: $n$, Eqs. (289)-(292), threshold" for th in thetas]
     rows = []
@@ -168,7 +169,7 @@ def bounds_table(bounds, thetas):
             cells.append(f"{b.n}, no slope" if b.n < 3 else f"{b.n}, {b.pred:.3f}, {b.threshold:.3f}")
         b0 = bounds[(R.name, thetas[0])]
         rows.append((label(R.name), f"{'yes' if b0.stable else 'no'} ({b0.stability:.2f})", *cells))
-    return pipeline.table(rows, columns=columns)
+    return kit.table(rows, columns=columns)
 
 
 def options(reading_slopes, bounds, theta, theta_index):
@@ -197,7 +198,7 @@ def _option(verdicts, theta, reading, left_out):
 
 def verdict_rows(verdicts, thetas, left_out):
     """Per reading and theta, the outcome with the mean statistic, margin and uncertainty: a
-    :func:`nqf.pipeline.table`."""
+    :func:`nqfbook.kit.table`."""
     def cell(o):
         if o is None:
             return "left out (fewer than 3 switch-ons)"
@@ -207,7 +208,7 @@ def verdict_rows(verdicts, thetas, left_out):
 
     columns = ["reading"] + [f"$\\theta = {theta_label(th)}$" for th in thetas]
     rows = [(label(R.name), *(cell(_option(verdicts, th, R, left_out)) for th in thetas)) for R in READINGS]
-    return pipeline.table(rows, columns=columns)
+    return kit.table(rows, columns=columns)
 
 
 def reading_outcomes(verdicts, thetas, left_out) -> dict:

@@ -29,8 +29,10 @@ Everything else lives in the namespaces, one room per idea:
 * :mod:`nqf.flow` — the gradient flow (Eq. 28);
 * :mod:`nqf.training` — the trainer, a module beside its NQF, the agreement rule;
 * :mod:`nqf.solutions` — Lotka–Volterra and the closed forms of Secs. 5–6;
-* :mod:`nqf.datasets` — data built to satisfy (or break) the assumptions;
-* :mod:`nqf.pipeline` — what the chapters import (claims, parameters, figure style, measurements).
+* :mod:`nqf.datasets` — data built to satisfy (or break) the assumptions.
+
+The book's own machinery (claims, verdicts, chapter parameters, glue, tables, figure style) is not here: it
+is the chapter kit :mod:`nqfbook.kit`, part of the book.
 
 The library never changes global JAX flags; enable float64 yourself with
 ``jax.config.update("jax_enable_x64", True)``.

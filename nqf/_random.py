@@ -65,28 +65,3 @@ def normals(pairs) -> tuple:
         return tuple(jax.random.normal(key, shape) for key, shape in pairs)
     flat = jax.vmap(lambda k: jax.random.normal(k, (max(sizes),)))(jax.numpy.stack([key for key, _ in pairs]))
     return tuple(flat[i, :n].reshape(shape) for i, (n, (_, shape)) in enumerate(zip(sizes, pairs)))
-
-
-def unroll_threefry_on_cpu() -> bool:
-    """Lower JAX's threefry hash on CPU unrolled, as JAX lowers it on every other platform: the same integer
-    arithmetic, so every draw is bit for bit the same (``tests/test_random.py``), at a quarter to a half of the
-    compile time.
-
-    On CPU, JAX 0.10 lowers ``threefry2x32`` as a rolled ``fori_loop`` of its five rounds, which XLA compiles
-    as a separate while loop at every draw site; under ``vmap`` that costs about 0.3 s of compile per draw on 2
-    cores (issue 31, measured alone: five vmapped draws 1.60 s rolled, 0.42 s unrolled; Fig. 6's inputs of
-    attention 1.59 s, 0.50 s). Drawing is also faster (4M normals: 51 ms rolled, 36 ms unrolled).
-
-    This replaces a lowering rule in the running process, for programs lowered after the call; the science
-    package never does it on import. :func:`nqf.pipeline.start_chapter` and the test suite call it. Returns
-    whether the rule was replaced (``False`` where JAX's internals differ from 0.10's: the draws are the same
-    either way, only compiled as JAX chose)."""
-    try:
-        from jax._src.interpreters import mlir
-        from jax._src.random import threefry2x32 as threefry
-
-        primitive, rule = threefry.threefry2x32_p, threefry._threefry2x32_lowering_rule
-    except (ImportError, AttributeError):
-        return False
-    mlir.register_lowering(primitive, rule, platform="cpu", inline=False)
-    return True

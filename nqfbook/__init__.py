@@ -1,9 +1,10 @@
-"""nqfbook, the book's tool: execute the chapters with papermill, check their claims, build the site.
+"""nqfbook, the book: its chapter kit (:mod:`nqfbook.kit`: claims, verdicts, parameters, glue, tables, figure
+style) and its runner (execute the chapters with papermill, check their claims, build the site).
 
-It is not part of the science package: it executes and hashes ``nqf/``, and of ``nqf`` it imports
-only ``nqf.pipeline``'s rule for a chapter's parameters (the one the kernel checks too), and only when a
-``-p`` value is checked: importing ``nqf`` imports JAX (about 1 s), which a run without ``-p``, ``--list``
-or ``--help`` does not pay. ``nqf`` never imports ``nqfbook``.
+Neither is part of the science package ``nqf``, which never imports ``nqfbook``. The runner executes and
+hashes ``nqf/`` and ``nqfbook/kit/``; of the kit it imports only the rule for a chapter's parameters (the one
+the kernel checks too), and only when a ``-p`` value is checked: importing the kit imports JAX (about 1 s),
+which a run without ``-p``, ``--list`` or ``--help`` does not pay.
 
 Command line (from the repository root)::
 
@@ -25,18 +26,18 @@ Command line (from the repository root)::
 * ``-p`` values are checked before anything runs: a parameter given twice is
   refused, and each value must be of its declared type and in its declared
   range (``rays: "positive int" = None``, ``etas: "list[nonnegative float]"``;
-  :func:`nqf.pipeline.parameter_type`). A parameter declared ``"import path"``
+  :func:`nqfbook.kit.parameter_type`). A parameter declared ``"import path"``
   (chapter 10's ``model``) must name a module found on the kernel's path (the
   notebook's folder, ``PYTHONPATH``) whose source defines the attribute.
 * A chapter is re-executed unless a previous successful execution had the same
   key: content hash of (the notebook, its parameters, the source of a module a
   ``-p`` import path names, every file under
-  ``nqf/`` -- a superset of the sources it imports --, ``pyproject.toml``,
+  ``nqf/`` and ``nqfbook/kit/`` -- a superset of the sources it imports --, ``pyproject.toml``,
   ``requirements-lock.txt``, Python version, fidelity) *and* its executed
   notebook (content hash recorded when it was written), claims file and the
   files it wrote are still there, unchanged. A hand-edited executed notebook
   is never "up to date". ``--force`` always re-executes. The runner's own
-  files (``nqfbook/``) are not in the key: editing the tool re-executes nothing.
+  files (the rest of ``nqfbook/``) are not in the key: editing the tool re-executes nothing.
 * A re-execution first sets the chapter's last good outputs (executed
   notebook, claims, figures) aside under ``_build/executed/{fidelity}/.previous/``
   and puts them back if the run fails or is interrupted; the failed run's

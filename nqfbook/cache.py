@@ -1,11 +1,11 @@
 """The staleness key and the execution cache.
 
 A chapter's key hashes what the chapter imports and is given: every file under ``nqf/`` (the
-science and the chapter helpers of ``nqf/pipeline/``), Python files next to the chapters, the
+science) and ``nqfbook/kit/`` (the chapter kit), Python files next to the chapters, the
 pins (``pyproject.toml``, ``requirements-lock.txt``), the notebook, its fidelity and parameters, ``XLA_FLAGS``,
 the module a ``-p`` import path names (``-p model=my_models:make``: its source file), and the
-versions of Python, papermill and the normalisation. The runner itself (``nqfbook/``) is not
-part of it: editing the tool re-executes nothing.
+versions of Python, papermill and the normalisation. The runner itself (the rest of ``nqfbook/``) is
+not part of it: editing the tool re-executes nothing.
 
 A successful execution leaves a record (``_build/executed/{fidelity}/.records/{stem}.json``)
 with its key, the content hash of the executed notebook and of every file it wrote; a chapter
@@ -24,24 +24,26 @@ from typing import Optional
 from .layout import KERNEL_NAME, ChapterResult, Layout, move, read_json, rm, sha256_file
 from .normalise import NORMALISATION_VERSION
 
-# what the chapters import (hashed as a whole directory) and the pins of their environment
-SOURCE_PACKAGE = "nqf"
+# what the chapters import (each hashed as a whole directory: the science and the book's chapter kit) and the
+# pins of their environment; the runner (the rest of nqfbook/) is not among them
+SOURCE_PACKAGES = ("nqf", "nqfbook/kit")
 PIN_FILES = ("pyproject.toml", "requirements-lock.txt")
 
 
 def source_tree_hash(root: Path) -> str:
-    """Hash of every file under ``nqf/`` (not caches), Python files next to the chapters, and the pins.
+    """Hash of every file under ``nqf/`` and ``nqfbook/kit/`` (not caches), Python files next to the chapters, and
+    the pins.
 
     Every file of the package counts, not only the modules a chapter imports: a superset is never
     stale (an import added or made dynamic cannot be missed), at the price of re-executing every
-    chapter after any change to ``nqf/``. The runner's own package, ``nqfbook/``, is not hashed.
+    chapter after any change to ``nqf/`` or to the chapter kit. The runner (the rest of ``nqfbook/``) is not
+    hashed.
     """
     root = Path(root)
     h = hashlib.sha256()
     files = []
-    pkg = root / SOURCE_PACKAGE
-    if pkg.is_dir():
-        for p in sorted(pkg.rglob("*")):
+    for pkg in (root / name for name in SOURCE_PACKAGES):
+        for p in sorted(pkg.rglob("*")) if pkg.is_dir() else ():
             rel = p.relative_to(root)
             if p.is_file() and "__pycache__" not in rel.parts and p.suffix not in (".pyc", ".pyo"):
                 files.append(p)

@@ -133,7 +133,7 @@ def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, h
                          path: Optional[list] = None) -> Optional[Path]:
     """A ``-p`` value must be of the parameter's type and in its declared range: its annotation ``hint``
     (``"int"``, ``"list[float]"``, ``"positive int"``, ``"list[nonnegative float]"``, ``"import path"``),
-    else the type of its ``default``, by the one rule the kernel checks too (:func:`nqf.pipeline.parameter_type`:
+    else the type of its ``default``, by the one rule the kernel checks too (:func:`nqfbook.kit.parameter_type`:
     ``rays: int = None`` accepts None and ints, not bools, floats or strings; ``rays: "positive int" = None``
     also refuses ints < 1; an int is a float; a list is typed by its entries). Checked before any execution, so
     a wrong value never runs a chapter.
@@ -142,10 +142,10 @@ def check_parameter_type(chapter: str, name: str, default: Any, value: Any, *, h
     ``path`` (the kernel's ``sys.path``: the notebook's folder, ``PYTHONPATH``, the environment) and its source
     must define the attribute; its file is returned (the cache key hashes it), ``None`` for other parameters.
 
-    The rule is imported from ``nqf.pipeline`` here, when a ``-p`` value is checked, not when the runner
+    The rule is imported from ``nqfbook.kit`` here, when a ``-p`` value is checked, not when the runner
     starts: importing ``nqf`` imports JAX (about 1 s), which a run without ``-p`` does not pay.
     """
-    from nqf.pipeline import parameter_type
+    from nqfbook.kit import parameter_type
 
     kind = parameter_type(default, annotation=hint)
     try:

@@ -248,7 +248,7 @@ def _record_timing_locked(lay: Layout, result: Optional[ChapterResult], paramete
             "cached": result.status == "cached",
             "n_claims": result.n_claims,
             "parameters": parameters,
-            # JAX's compilations in the chapter's kernel (nqf.pipeline.start_chapter counts them)
+            # JAX's compilations in the chapter's kernel (nqfbook.kit.start_chapter counts them)
             "compilations": read_json(lay.out_dir / "claims" / f"{result.stem.split('_')[0]}.compilations.json"),
         }
         data["chapters"] = dict(sorted(data["chapters"].items()))

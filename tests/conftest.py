@@ -55,10 +55,10 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session", autouse=True)
 def unrolled_threefry():
-    """JAX's threefry hash lowered unrolled on CPU, as the chapters run it (``nqf.pipeline.start_chapter``):
-    the same draws, compiled in a third of the time (``nqf._random.unroll_threefry_on_cpu``). A fixture, not a
+    """JAX's threefry hash lowered unrolled on CPU, as the chapters run it (``nqfbook.kit.start_chapter``):
+    the same draws, compiled in a third of the time (``nqfbook.kit.unroll_threefry_on_cpu``). A fixture, not a
     top-level call: importing ``nqf`` here would bypass the jaxtyping import hook."""
-    from nqf._random import unroll_threefry_on_cpu
+    from nqfbook.kit import unroll_threefry_on_cpu
 
     unroll_threefry_on_cpu()
 

@@ -391,16 +391,16 @@ case("teacher_dataset module not callable", TypeError, "module")(
     lambda: datasets.teacher_dataset("mlp", 3, 5, p=4, seed=0))
 
 # ------------------------------------------------------------------- pipeline
-from nqf import pipeline  # noqa: E402
+from nqfbook import kit  # noqa: E402
 
-case("Claims fidelity empty", ValueError, "fidelity")(lambda: pipeline.Claims("ch01", "", "/tmp"))
-case("Claims chapter with a slash", ValueError, "chapter")(lambda: pipeline.Claims("ch01/x", "quick", "/tmp"))
+case("Claims fidelity empty", ValueError, "fidelity")(lambda: kit.Claims("ch01", "", "/tmp"))
+case("Claims chapter with a slash", ValueError, "chapter")(lambda: kit.Claims("ch01/x", "quick", "/tmp"))
 case("crossing_time t not increasing", ValueError, "t")(
-    lambda: pipeline.crossing_time(jnp.array([0.0, 2.0, 1.0]), jnp.array([0.0, 1.0, 2.0]), 0.5))
+    lambda: kit.crossing_time(jnp.array([0.0, 2.0, 1.0]), jnp.array([0.0, 1.0, 2.0]), 0.5))
 case("intercept_fit x, y lengths differ", BAD_INPUT, "y")(
-    lambda: pipeline.intercept_fit(jnp.ones(3), jnp.ones(4)))
+    lambda: kit.intercept_fit(jnp.ones(3), jnp.ones(4)))
 case("step_deviation margin=-1", ValueError, "margin")(
-    lambda: pipeline.step_deviation(jnp.linspace(0, 1, 5), jnp.ones(5), jnp.ones(5), jnp.array([0.5]), -1.0))
+    lambda: kit.step_deviation(jnp.linspace(0, 1, 5), jnp.ones(5), jnp.ones(5), jnp.array([0.5]), -1.0))
 
 
 # ------------------------------------------------------------------- the test
@@ -707,7 +707,7 @@ def test_30_silent_first_exceedance_a_threshold_or_steps_that_cannot_be_right(ti
 
 @pytest.mark.parametrize("value", [["a"], [0.1, "a"], "0.1", {"a": 1.0}, [[0.1]], [None]])
 def test_30_silent_by_fidelity_a_value_of_another_kind_than_the_defaults(value):
-    from nqf.pipeline import by_fidelity
+    from nqfbook.kit import by_fidelity
 
     _raises_naming(TypeError, "etas", lambda: by_fidelity("etas", value, "quick", quick=[0.0, 1e-3], full=[0.0, 1e-4]))
     assert by_fidelity("etas", [0.0, 1], "quick", quick=[0.0, 1e-3], full=[0.0]) == [0.0, 1]
@@ -716,7 +716,7 @@ def test_30_silent_by_fidelity_a_value_of_another_kind_than_the_defaults(value):
 @pytest.mark.parametrize("out_dir, exc", [(None, TypeError), (3, TypeError), (b"out", TypeError), ("", ValueError),
                                           ("FILE", ValueError), ("FILE/sub", ValueError)])
 def test_30_obscure_start_chapter_out_dir_none_or_a_file(tmp_path, out_dir, exc):
-    from nqf.pipeline import start_chapter
+    from nqfbook.kit import start_chapter
 
     (tmp_path / "afile").write_text("not a folder")
     if isinstance(out_dir, str) and out_dir.startswith("FILE"):
@@ -744,7 +744,7 @@ def test_30_runner_parameters_are_checked_for_their_range_by_the_runner_and_the_
     """The declaration of the real chapter's parameters cell: the runner's ``-p`` check and the kernel's check of
     papermill's injected cell refuse the value, naming the parameter; the declared defaults pass both."""
     import nqfbook
-    from nqf.pipeline._chapter import check_injected_parameters
+    from nqfbook.kit._chapter import check_injected_parameters
 
     info = _chapter_parameters(stem)
     default, _, hint = info[name]
@@ -758,7 +758,7 @@ def test_30_runner_parameters_are_checked_for_their_range_by_the_runner_and_the_
 @pytest.mark.parametrize("value", ["float('nan')", "float('inf')", 'float("-inf")'])
 def test_30_runner_parameters_a_non_finite_float_as_papermill_writes_it(value):
     """papermill injects NaN and infinities as ``float('nan')``: the kernel's range check sees them too."""
-    from nqf.pipeline._chapter import check_injected_parameters
+    from nqfbook.kit._chapter import check_injected_parameters
 
     cell = 'eta: "positive float" = 0.05\nthreshold: "positive float" = 0.1\n'
     _raises_naming(ValueError, "eta", lambda: check_injected_parameters([cell, f"# Parameters\neta = {value}\n"]))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nqf import datasets
-from nqf.pipeline import Rule, judge
+from nqfbook.kit import Rule, judge
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 import ch07_fig5 as F5  # noqa: E402

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from nqf.pipeline import ClaimError, Claims
+from nqfbook.kit import ClaimError, Claims
 
 
 def _read(path):
@@ -280,7 +280,7 @@ def test_only_findings_and_sanity_checks_is_a_failure(tmp_path):
 
 # ------------------------------------------------------------- parameters injected by papermill
 def test_injected_parameters_are_checked_against_the_parameters_cell():
-    from nqf.pipeline._chapter import check_injected_parameters
+    from nqfbook.kit._chapter import check_injected_parameters
 
     declared = 'fidelity = "full"\nout_dir = "../_build"\nmnist_dir = None  # MNIST files\nsteps = 100\nrate = 0.1\n'
     ok = '# Parameters\nfidelity = "quick"\nmnist_dir = "/data"\nsteps = 20\nrate = 1\n'
@@ -297,7 +297,7 @@ def test_injected_parameters_are_checked_against_the_parameters_cell():
 def test_an_interactive_session_runs_at_quick_into_its_own_folder(monkeypatch, tmp_path):
     """Run by hand (no injected parameters), a chapter never writes over a build: quick by default, the
     build folder swapped for ``_build/output/interactive/<fidelity>``; the runner's injection wins."""
-    from nqf.pipeline import _chapter, interactive_settings
+    from nqfbook.kit import _chapter, interactive_settings
 
     assert interactive_settings("full", "../_build/output/full", environ={}) == (
         "quick", "../_build/output/interactive/quick")
@@ -321,7 +321,7 @@ def test_an_interactive_session_runs_at_quick_into_its_own_folder(monkeypatch, t
 def test_by_fidelity_types_a_setting_by_the_one_parameter_rule():
     """``by_fidelity`` types the reader's value by the fidelity's default with the rule of ``parameter_type``:
     an int is a float (and becomes one), a list is typed by its entries, a bool is not a number."""
-    from nqf.pipeline import by_fidelity, parameter_type
+    from nqfbook.kit import by_fidelity, parameter_type
 
     assert by_fidelity("rays", None, "quick", quick=2, full=8) == 2
     assert by_fidelity("rays", 5, "full", quick=2, full=8) == 5
@@ -348,7 +348,7 @@ def test_a_chapter_records_its_compilations_beside_its_claims(tmp_path, monkeypa
     import jax
     import jax.numpy as jnp
 
-    from nqf.pipeline import _chapter
+    from nqfbook.kit import _chapter
 
     monkeypatch.setattr(_chapter, "_history", lambda: [])  # not an interactive session
     claims = _chapter.start_chapter("ch99", "quick", tmp_path)

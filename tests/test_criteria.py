@@ -1,9 +1,9 @@
-"""Criteria fixed before the runs (nqf.pipeline._criteria)."""
+"""Criteria fixed before the runs (nqfbook.kit._criteria)."""
 
 import numpy as np
 import pytest
 
-from nqf.pipeline import about_band, mean_interval
+from nqfbook.kit import about_band, mean_interval
 
 
 def test_mean_interval_matches_t_distribution():

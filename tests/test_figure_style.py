@@ -1,6 +1,6 @@
-"""The figure conventions (nqf/pipeline/_style.py): measurements as open markers, theory as lines.
+"""The figure conventions (nqfbook/kit/_style.py): measurements as open markers, theory as lines.
 
-:func:`nqf.pipeline.savefig` reads them off a figure's labelled curves and warns for each curve that breaks
+:func:`nqfbook.kit.savefig` reads them off a figure's labelled curves and warns for each curve that breaks
 them; every chapter's figures are checked where test_notebooks runs the chapters (no such warning)."""
 
 import warnings
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from nqf.pipeline import MEASURED_KW, THEORY_KW, savefig  # noqa: E402
+from nqfbook.kit import MEASURED_KW, THEORY_KW, savefig  # noqa: E402
 
 T = np.linspace(0, 1, 20)
 
@@ -55,7 +55,7 @@ def test_a_curve_against_its_label_is_named(tmp_path, kw, label, says):
 
 @pytest.mark.parametrize("fidelity, formats", [("quick", {"png"}), ("full", {"png", "svg"})])
 def test_a_chapter_at_quick_writes_the_png_only(tmp_path, fidelity, formats):
-    from nqf.pipeline import start_chapter, use_style
+    from nqfbook.kit import start_chapter, use_style
 
     out = tmp_path / "out"
     (out / "figures" / "ch00").mkdir(parents=True)
@@ -76,7 +76,7 @@ def test_a_chapter_at_quick_writes_the_png_only(tmp_path, fidelity, formats):
 
 @pytest.mark.parametrize("bad", ["png", (), ("png", "png"), ("pdf",), ["png", "jpg"]])
 def test_use_style_names_bad_formats(bad):
-    from nqf.pipeline import use_style
+    from nqfbook.kit import use_style
 
     with pytest.raises(ValueError, match="formats"):
         use_style(formats=bad)
@@ -85,7 +85,7 @@ def test_use_style_names_bad_formats(bad):
 def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypatch):
     """``savefig(..., glue=name)`` glues the PNG file itself (not a second drawing of the figure), at the width the
     inline backend gives the figure: its pixel width times figure.dpi / savefig.dpi."""
-    from nqf.pipeline import _glue
+    from nqfbook.kit import _glue
 
     glued = []
     monkeypatch.setattr(_glue, "glue", lambda name, value, display: glued.append((name, value, display)))
@@ -107,7 +107,7 @@ def test_glue_keyword_glues_the_saved_png_at_the_screen_size(tmp_path, monkeypat
 
 def test_glue_without_a_png_is_a_named_error_before_anything_is_written(tmp_path):
     """The glued image is the saved PNG: a style that writes SVG only cannot glue one, and says so before it writes."""
-    from nqf.pipeline import use_style
+    from nqfbook.kit import use_style
 
     fig, ax = plt.subplots()
     ax.plot(T, T, **THEORY_KW, label="Thm 6 (theory)")
@@ -126,7 +126,7 @@ def test_a_shell_that_ran_nothing_is_not_a_session(tmp_path):
     ``start_chapter`` keeps the fidelity it is given (it once took the shell for a kernel session and ran quick)."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from nqf.pipeline import start_chapter, use_style
+    from nqfbook.kit import start_chapter, use_style
 
     made = not InteractiveShell.initialized()
     InteractiveShell.instance()
@@ -152,7 +152,7 @@ def test_glue_writes_myst_nbs_record(monkeypatch, value, display):
     import myst_nb.ext.glue as myst_glue
     from IPython.core.interactiveshell import InteractiveShell
 
-    from nqf.pipeline import glue
+    from nqfbook.kit import glue
 
     shown = []
     record = lambda *args, **kwargs: shown.append((args, kwargs))  # noqa: E731

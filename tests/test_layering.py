@@ -1,15 +1,17 @@
 """The layering rule of ARCHITECTURE.md, enforced by parsing nqf's imports.
 
 From the ground up: ``_types``, ``_checks`` <- ``architectures``, ``model`` <-
-``structure`` <- ``updates``, ``flow`` <- ``training`` <- ``solutions`` <- ``datasets`` <- ``pipeline``.
+``structure`` <- ``updates``, ``flow`` <- ``training`` <- ``solutions`` <- ``datasets``.
 A room imports only rooms on lower floors (and itself); no science room
 imports the book machinery; the top-level ``__init__`` may import any room.
 No circles, not even between two files of one room (nor of ``nqfbook``): every
 import counts, lazy or ``TYPE_CHECKING`` ones too.
-The book's tool (``nqfbook``, the runner) sits above all of them and outside
-``nqf``: no file of ``nqf`` imports it, and of ``nqf`` it imports exactly the
-public namespace ``nqf.pipeline`` (the rule for a chapter's parameters, which
-the kernel checks too); nothing else of the science, no private module.
+The book (``nqfbook``) sits above all of them and outside ``nqf``: no file of
+``nqf`` imports it. Its chapter kit (``nqfbook.kit``) imports the science's
+public rooms and its ground floor (``nqf._checks``, ``nqf._fit``, ``nqf._types``:
+the argument checks and fits the kit shares), no other private module. The
+runner (the rest of ``nqfbook``) imports nothing of ``nqf`` and, of the kit,
+exactly its public namespace (the rule for a chapter's parameters).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ FLOOR = {
     "training": 4,
     "solutions": 5,
     "datasets": 6,
-    "pipeline": 7,
 }
 
 
@@ -84,7 +85,7 @@ def test_the_checker_sees_an_upward_import(tmp_path, monkeypatch):
     fake = tmp_path / "nqf"
     (fake / "model").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "model" / "_x.py").write_text("from ..updates import nqf_sgd\nfrom ..pipeline import Claims\n")
+    (fake / "model" / "_x.py").write_text("from ..updates import nqf_sgd\nfrom ..datasets import fig4_dataset\n")
     monkeypatch.setattr(__import__(__name__), "NQF", fake)
     assert len(_violations()) == 2
 
@@ -133,7 +134,7 @@ def _room_of(module: str) -> str:
 
 
 def _import_cycles(root: Path) -> list[list[str]]:
-    """The import cycles among the files of one room (``nqf.pipeline``, ``nqf.training``, ..., or the whole
+    """The import cycles among the files of one room (``nqfbook.kit``, ``nqf.training``, ..., or the whole
     of a flat package such as ``nqfbook``): the strongly connected components of the file-import graph
     with more than one file (or a file importing itself). Imports across rooms are the floors' business."""
     files = {_module_of(p, root): p for p in sorted(root.rglob("*.py"))}
@@ -181,27 +182,27 @@ def test_the_cycle_checker_sees_a_planted_cycle(tmp_path):
     is a module is an edge to that module (any other name, to the ``__init__``), and imports across rooms are
 not counted."""
     fake = tmp_path / "nqf"
-    (fake / "pipeline").mkdir(parents=True)
+    (fake / "training").mkdir(parents=True)
     (fake / "model").mkdir()
-    (fake / "__init__.py").write_text("from .pipeline import Claims\n")
-    (fake / "pipeline" / "__init__.py").write_text("from ._a import A\nfrom ._b import B\n")
-    (fake / "pipeline" / "_a.py").write_text("from ._b import B\nA = 1\n")
-    (fake / "pipeline" / "_b.py").write_text("def f():\n    from nqf.pipeline._a import A\nB = 2\n")
-    (fake / "pipeline" / "_c.py").write_text("from . import _a\nfrom ..model import _x\n")
+    (fake / "__init__.py").write_text("from .training import train\n")
+    (fake / "training" / "__init__.py").write_text("from ._a import A\nfrom ._b import B\n")
+    (fake / "training" / "_a.py").write_text("from ._b import B\nA = 1\n")
+    (fake / "training" / "_b.py").write_text("def f():\n    from nqf.training._a import A\nB = 2\n")
+    (fake / "training" / "_c.py").write_text("from . import _a\nfrom ..model import _x\n")
     (fake / "model" / "__init__.py").write_text("")
-    (fake / "model" / "_x.py").write_text("from ..pipeline import _c\n")  # across rooms: the floors' business
-    assert _import_cycles(fake) == [["nqf.pipeline._a", "nqf.pipeline._b"]]
-    (fake / "pipeline" / "_b.py").write_text("B = 2\n")
+    (fake / "model" / "_x.py").write_text("from ..training import _c\n")  # across rooms: the floors' business
+    assert _import_cycles(fake) == [["nqf.training._a", "nqf.training._b"]]
+    (fake / "training" / "_b.py").write_text("B = 2\n")
     assert _import_cycles(fake) == []
-    (fake / "pipeline" / "_b.py").write_text("from . import _c\nB = 2\n")  # a longer circle: a -> b -> c -> a
-    assert _import_cycles(fake) == [["nqf.pipeline._a", "nqf.pipeline._b", "nqf.pipeline._c"]]
-    (fake / "pipeline" / "_b.py").write_text("from nqf.pipeline import A\nB = 2\n")  # through the room's __init__
-    assert _import_cycles(fake) == [["nqf.pipeline", "nqf.pipeline._a", "nqf.pipeline._b"]]
+    (fake / "training" / "_b.py").write_text("from . import _c\nB = 2\n")  # a longer circle: a -> b -> c -> a
+    assert _import_cycles(fake) == [["nqf.training._a", "nqf.training._b", "nqf.training._c"]]
+    (fake / "training" / "_b.py").write_text("from nqf.training import A\nB = 2\n")  # through the room's __init__
+    assert _import_cycles(fake) == [["nqf.training", "nqf.training._a", "nqf.training._b"]]
 
 
 def test_top_level_surface_is_small():
     """At most ~55 public names, counted from ``nqf/__init__.py`` itself (importing a
-    submodule such as ``nqf.pipeline`` elsewhere adds an attribute, not a name of the surface)."""
+    submodule such as ``nqfbook.kit`` elsewhere adds an attribute, not a name of the surface)."""
     tree = ast.parse((NQF / "__init__.py").read_text())
     names = [a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names]
     public = [n for n in names if not n.startswith("_")]
@@ -220,51 +221,67 @@ def _imported_packages(path: Path) -> set[str]:
     return tops
 
 
-def _imported_nqf_modules(path: Path) -> set[str]:
-    """The modules of ``nqf`` named by the absolute imports of ``path`` (``from nqf import pipeline`` names
-    ``nqf.pipeline``; ``from nqf import train`` names ``nqf``; a private name, ``from nqf.pipeline import _x``,
-    is named ``nqf.pipeline._x``)."""
+def _imported_modules(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` (``nqf`` or ``nqfbook``) named by the absolute imports of ``path``
+    (``from nqf import train`` names ``nqf``; a private name, ``from nqfbook.kit import _x``, is named
+    ``nqfbook.kit._x``)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            if node.module == "nqf":
-                out.update("nqf.pipeline" if a.name == "pipeline" else "nqf" for a in node.names)
-            elif node.module.split(".")[0] == "nqf":
+            if node.module.split(".")[0] == package:
                 out.add(node.module)
                 out.update(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_"))
         elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "nqf")
+            out.update(a.name for a in node.names if a.name.split(".")[0] == package)
     return out
+
+
+#: the science's ground floor that the chapter kit shares (argument checks, line fits, shape aliases)
+KIT_MAY_IMPORT_PRIVATE = {"nqf._checks", "nqf._fit", "nqf._types"}
 
 
 def _tool_violations(nqf: Path = NQF, nqfbook: Path = NQFBOOK) -> list[str]:
     bad = [f"nqf/{p.relative_to(nqf)} imports nqfbook" for p in sorted(nqf.rglob("*.py"))
            if "nqfbook" in _imported_packages(p)]
-    bad += [f"nqfbook/{p.relative_to(nqfbook)} imports {m} (of nqf it may import nqf.pipeline only)"
-            for p in sorted(nqfbook.rglob("*.py")) for m in sorted(_imported_nqf_modules(p) - {"nqf.pipeline"})]
+    for p in sorted(nqfbook.rglob("*.py")):
+        rel = p.relative_to(nqfbook)
+        if rel.parts[0] == "kit":
+            bad += [f"nqfbook/{rel.as_posix()} imports {m} (a private module of nqf)"
+                    for m in sorted(_imported_modules(p, "nqf"))
+                    if any(part.startswith("_") for part in m.split(".")) and m not in KIT_MAY_IMPORT_PRIVATE]
+        else:
+            bad += [f"nqfbook/{rel.as_posix()} imports {m} (the runner imports nothing of nqf)"
+                    for m in sorted(_imported_modules(p, "nqf"))]
+            bad += [f"nqfbook/{rel.as_posix()} imports {m} (of the kit the runner may import nqfbook.kit only)"
+                    for m in sorted(_imported_modules(p, "nqfbook"))
+                    if m.startswith("nqfbook.kit") and m != "nqfbook.kit"]
     return bad
 
 
-def test_the_book_tool_is_outside_the_science():
-    assert NQFBOOK.is_dir() and not (NQF / "pipeline" / "runner.py").exists()
+def test_the_book_is_outside_the_science():
+    assert NQFBOOK.is_dir() and not (NQF / "pipeline").exists()
     assert _tool_violations() == []
 
 
 def test_the_tool_checker_sees_a_planted_import(tmp_path):
-    """Planted imports are reported: nqf importing the tool, the tool importing a room of the science other
-    than ``nqf.pipeline``, the top level, a private module or a private name of the pipeline; the public
-    names of ``nqf.pipeline`` are allowed, lazily or not."""
+    """Planted imports are reported: nqf importing the book, the runner importing the science or a private
+    part of the kit, the kit importing a private module of the science beyond the ground floor; the kit's
+    public names are allowed to the runner, the science's public rooms to the kit, lazily or not."""
     lines = {"nqf": ["import nqfbook.cli"],
-             "nqfbook": ["from nqf.training import train", "import nqf", "from nqf import train",
-                         "from nqf.pipeline._parameters import parameter_type",
-                         "from nqf.pipeline import parameter_type, _history",
-                         "from nqf.pipeline import parameter_type", "import nqf.pipeline", "from nqf import pipeline"]}
+             "nqfbook": ["from nqf.training import train", "import nqf",
+                         "from nqfbook.kit._parameters import parameter_type",
+                         "from nqfbook.kit import parameter_type, _history",
+                         "from nqfbook.kit import parameter_type", "import nqfbook.kit"],
+             "nqfbook/kit": ["from nqf.training import train", "from nqf._checks import require",
+                             "from nqf.training._trainer import train", "from nqf._random import normal"]}
     for pkg, body in lines.items():
         (tmp_path / pkg / "sub").mkdir(parents=True)
         (tmp_path / pkg / "sub" / "_x.py").write_text("def f():\n" + "".join(f"    {b}\n" for b in body))
     bad = _tool_violations(tmp_path / "nqf", tmp_path / "nqfbook")
     assert bad == ["nqf/sub/_x.py imports nqfbook",
-                   "nqfbook/sub/_x.py imports nqf (of nqf it may import nqf.pipeline only)",
-                   "nqfbook/sub/_x.py imports nqf.pipeline._history (of nqf it may import nqf.pipeline only)",
-                   "nqfbook/sub/_x.py imports nqf.pipeline._parameters (of nqf it may import nqf.pipeline only)",
-                   "nqfbook/sub/_x.py imports nqf.training (of nqf it may import nqf.pipeline only)"], bad
+                   "nqfbook/kit/sub/_x.py imports nqf._random (a private module of nqf)",
+                   "nqfbook/kit/sub/_x.py imports nqf.training._trainer (a private module of nqf)",
+                   "nqfbook/sub/_x.py imports nqf (the runner imports nothing of nqf)",
+                   "nqfbook/sub/_x.py imports nqf.training (the runner imports nothing of nqf)",
+                   "nqfbook/sub/_x.py imports nqfbook.kit._history (of the kit the runner may import nqfbook.kit only)",
+                   "nqfbook/sub/_x.py imports nqfbook.kit._parameters (of the kit the runner may import nqfbook.kit only)"], bad

@@ -48,7 +48,7 @@ def test_chapter_at_quick_fidelity(notebook):
     assert executed.is_file()
     broken = [line for f in sorted((out / "figures" / chid).glob("*.conventions.txt"))
               for line in f.read_text(encoding="utf-8").splitlines()]
-    assert not broken, f"{notebook.stem}: figures break the conventions (nqf.pipeline.savefig):\n" + "\n".join(broken)
+    assert not broken, f"{notebook.stem}: figures break the conventions (nqfbook.kit.savefig):\n" + "\n".join(broken)
     _quick_never_contradicts_full(data)
     _rules_were_fixed_in_the_history(data)
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]
@@ -58,7 +58,7 @@ def test_chapter_at_quick_fidelity(notebook):
 def _quick_never_contradicts_full(data: dict) -> None:
     """A quick verdict that is conclusive and opposite to the committed full-build record fails
     (BOOK.md rule 10); inconclusive at quick, or a verdict the record does not have yet, is allowed."""
-    from nqf.pipeline._verdicts import verdict_contradictions
+    from nqfbook.kit._verdicts import verdict_contradictions
 
     record_path = ROOT / "benchmarks" / "verdicts-full.json"
     if not data.get("verdicts") or not record_path.is_file():

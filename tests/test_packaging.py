@@ -41,12 +41,12 @@ def test_pyproject_pins_match_the_lock_and_admit_python_3_11_to_3_13():
 
 
 def test_importing_nqf_creates_no_jax_array():
-    """A chapter enables float64 after ``import nqf`` (nqf.pipeline.start_chapter): a module-level JAX array
+    """A chapter enables float64 after ``import nqf`` (nqfbook.kit.start_chapter): a module-level JAX array
     would be float32 then (it was: ch05's Gauss-Legendre nodes, which moved a Thm 10 exponent by 0.1)."""
     import subprocess
     import sys
 
-    code = "import jax, nqf, nqf.pipeline; print(len(jax.live_arrays()))"
+    code = "import jax, nqf, nqfbook.kit; print(len(jax.live_arrays()))"
     env = {"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from helpers import count_compilations
 
-from nqf._random import normal, unroll_threefry_on_cpu
+from nqf._random import normal
+from nqfbook.kit import unroll_threefry_on_cpu
 
 SHAPES = [(), (1,), (3,), (4,), (5, 7), (8, 8), (2, 3, 5), (17,), (100, 3), (0, 4)]
 

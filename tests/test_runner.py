@@ -44,8 +44,8 @@ def passing(chapter: str = "ch01") -> list[str]:
     """Cells of a chapter that draws a figure and whose two claims hold."""
     return [
         "import matplotlib.pyplot as plt\n"
-        "from nqf.pipeline import Claims\n"
-        "from nqf.pipeline import use_style, savefig, THEORY_KW, MEASURED_KW\n"
+        "from nqfbook.kit import Claims\n"
+        "from nqfbook.kit import use_style, savefig, THEORY_KW, MEASURED_KW\n"
         "use_style()\n"
         "fig, ax = plt.subplots()\n"
         "ax.plot([0, 1], [0, 1], **THEORY_KW, label='theory')\n"
@@ -66,11 +66,11 @@ PASSING = passing()
 def claims_only(chapter: str) -> list[str]:
     """Cells of a chapter whose two claims hold, without a figure (0.7 s less per kernel than :func:`passing`:
     no matplotlib, no PNG or SVG written), for the chapters of a book whose figures no test looks at."""
-    return ["from nqf.pipeline import Claims"] + passing(chapter)[1:]
+    return ["from nqfbook.kit import Claims"] + passing(chapter)[1:]
 
 
 FAILING_CLAIM = [
-    "from nqf.pipeline import Claims\n"
+    "from nqfbook.kit import Claims\n"
     "claims = Claims('ch03', fidelity, out_dir)\n"
     "claims.close('slope equals three', 2.5, 3.0, atol=0.1, kind='paper')\n"
     "claims.less('this one holds', 0.0, 1.0, kind='sanity')\n"
@@ -166,7 +166,7 @@ _DECLARED = (
     "rate: float = 0.1\nsteps = 100\nscale = 0.5\nteacher_s = [1.0, 0.5, 0.25]\netas: list = None\n"
     'xs: list[float] = None\nmnist_dir: str = ""\nflag = False\nanything = None\nmaybe: Optional[int] = 3\n'
 )
-_CASES = [  # (name, value, accepted): the one rule of nqf.pipeline.parameter_type
+_CASES = [  # (name, value, accepted): the one rule of nqfbook.kit.parameter_type
     ("rays", None, True), ("rays", 3, True), ("rays", 2.5, False), ("rays", True, False), ("rays", "3", False),
     ("rate", 1, True), ("rate", 0.5, True), ("rate", True, False), ("rate", "0.1", False), ("rate", None, False),
     ("steps", 20, True), ("steps", 2.0, False), ("steps", "many", False), ("steps", None, False),
@@ -193,7 +193,7 @@ def declared_info(tmp_path_factory):
 def test_the_runner_and_the_kernel_share_one_parameter_rule(declared_info, name, value, accepted):
     """The same answer from both paths: the runner's ``-p`` check (the annotation as papermill reads it) and
     the kernel's check of papermill's injected cell (``start_chapter``, the cell's own source)."""
-    from nqf.pipeline._chapter import check_injected_parameters
+    from nqfbook.kit._chapter import check_injected_parameters
 
     default, _, hint = declared_info[name]
     try:
@@ -290,8 +290,8 @@ def test_quick_runs_add_the_compile_light_xla_flag_and_full_runs_do_not(monkeypa
     assert xla_flags("quick") == ""
 
 
-def test_editing_the_runner_changes_no_key_editing_nqf_does(tmp_repo):
-    """The key hashes what the chapters import (nqf/, the pins), not the tool that runs them."""
+def test_editing_the_runner_changes_no_key_editing_nqf_or_the_kit_does(tmp_repo):
+    """The key hashes what the chapters import (nqf/, nqfbook/kit/, the pins), not the tool that runs them."""
     nb = make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", ["pass"])
 
     def key():
@@ -302,7 +302,11 @@ def test_editing_the_runner_changes_no_key_editing_nqf_does(tmp_repo):
         path.write_text(path.read_text() + "\n# edited: help text, messages, anything\n")
     (tmp_repo / "nqfbook" / "new_module.py").write_text("X = 1\n")
     assert key() == k0
-    helper = tmp_repo / "nqf" / "pipeline" / "_claims.py"  # a chapter helper
+    (tmp_repo / "nqfbook" / "kit" / "new_module.py").write_text("X = 1\n")
+    k_new = key()
+    assert k_new != k0
+    k0 = k_new
+    helper = tmp_repo / "nqfbook" / "kit" / "_claims.py"  # the chapter kit
     helper.write_text(helper.read_text() + "\n# edited\n")
     k1 = key()
     assert k1 != k0
@@ -445,7 +449,7 @@ def test_cell_error_and_missing_claims_name_the_chapter(tmp_repo):
 
 
 def test_wrong_fidelity_in_claims_fails(tmp_repo):
-    body = ["from nqf.pipeline import Claims\nc = Claims('ch01', 'full', out_dir)\n"
+    body = ["from nqfbook.kit import Claims\nc = Claims('ch01', 'full', out_dir)\n"
             "c.less('x', 0.5, 1, kind='paper')\nc.finish()"]
     make_notebook(tmp_repo / "notebooks" / "ch01_x.ipynb", body)
     p = run(tmp_repo, "--fidelity", "quick")
@@ -489,8 +493,8 @@ def test_site_build_swaps_only_on_success(tmp_repo):
     assert f"_sources/notebooks/{CH01}.ipynb" in page
     assert (site / "_sources" / "notebooks" / f"{CH01}.ipynb").is_file()
     assert "0 of 1 pass" not in page and "1 of 1 pass" in page  # the executed claims tables (by kind)
-    api = (site / "book" / "api-pipeline.html").read_text()  # one API page per namespace
-    assert 'id="nqf.pipeline.Claims"' in api
+    api = (site / "book" / "api-kit.html").read_text()  # one API page per namespace
+    assert 'id="nqfbook.kit.Claims"' in api
     tool = (site / "book" / "api-nqfbook.html").read_text()
     assert 'id="nqfbook.run_chapter"' in tool  # the book's tool, documented beside the science
     repro = (site / "book" / "reproduce.html").read_text()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf import architectures, datasets, pipeline, solutions, training
+from nqf import architectures, datasets, solutions, training
+from nqfbook import kit
 from helpers import BAD_INPUT
 
 
@@ -163,26 +164,26 @@ def test_one_line_fit_gives_polyfit_bit_for_bit():
     ok = (mixed > 0) & (vals > 0)
     assert loglog_slope(mixed, vals) == float(np.polyfit(np.log(mixed[ok]), np.log(vals[ok]), 1)[0])
     assert np.isnan(loglog_slope([1.0, 2.0], [1.0, -1.0]))
-    assert pipeline.loglog_slope is loglog_slope
-    assert pipeline.intercept_fit(x, y) == tuple(float(v) for v in np.polyfit(x, y, 1)[::-1])
+    assert kit.loglog_slope is loglog_slope
+    assert kit.intercept_fit(x, y) == tuple(float(v) for v in np.polyfit(x, y, 1)[::-1])
     root = Path(nqf.__file__).parent
     assert [p.relative_to(root).as_posix() for p in root.rglob("*.py") if "polyfit" in p.read_text()] == ["_fit.py"]
 
 
 def test_power_law_fit_exact_and_window_checks():
     t = np.geomspace(1, 1e4, 300)
-    f = pipeline.power_law_fit(t, 3 * t ** -1.7, 10.0, 1000.0)
+    f = kit.power_law_fit(t, 3 * t ** -1.7, 10.0, 1000.0)
     assert f.exponent == pytest.approx(1.7, rel=1e-10)
     assert f.rms < 1e-10
     with pytest.raises(ValueError, match="window"):
-        pipeline.power_law_fit(t, t ** -1.0, 0.5, 10.0)
+        kit.power_law_fit(t, t ** -1.0, 0.5, 10.0)
     with pytest.raises(ValueError, match="t_lo < t_hi"):
-        pipeline.power_law_fit(t, t ** -1.0, 10.0, 5.0)
+        kit.power_law_fit(t, t ** -1.0, 10.0, 5.0)
     tstar = np.geomspace(1, 1e4, 100)
-    assert pipeline.switch_on_window(tstar, 1, 100) == (1.0, pytest.approx(1e4))
+    assert kit.switch_on_window(tstar, 1, 100) == (1.0, pytest.approx(1e4))
     with pytest.raises(ValueError, match="k_lo"):
-        pipeline.switch_on_window(tstar, 0, 10)
-    s = pipeline.window_sensitivity(t, t ** -1.7, tstar, 10, 40)
+        kit.switch_on_window(tstar, 0, 10)
+    s = kit.window_sensitivity(t, t ** -1.7, tstar, 10, 40)
     assert s.lo == pytest.approx(1.7) and s.hi == pytest.approx(1.7)
     assert len(s.exponents) == 8  # (20, 20) is not a window
 
@@ -213,11 +214,11 @@ def test_fourier_dataset_coefficients_eq297():
 def test_sharp_switch_tolerance():
     # width term: 0.25 (ln 81 / L)^2 * exponent, plus the floor
     L = np.log(81.0) * 10
-    assert pipeline.sharp_switch_tolerance(L, 2.0, floor=0.0) == pytest.approx(0.25 * 0.01 * 2.0)
+    assert kit.sharp_switch_tolerance(L, 2.0, floor=0.0) == pytest.approx(0.25 * 0.01 * 2.0)
     # discreteness term of the window (Euler-Maclaurin), vanishing for a very wide window far out
-    t = pipeline.sharp_switch_tolerance(1e12, 1.0, k_lo=10, k_hi=250, floor=0.0)
+    t = kit.sharp_switch_tolerance(1e12, 1.0, k_lo=10, k_hi=250, floor=0.0)
     assert t == pytest.approx((0.1 - 0.004) / (4 * np.log(25.0)), rel=1e-6)
     with pytest.raises(ValueError, match="k_lo"):
-        pipeline.sharp_switch_tolerance(10.0, 1.0, k_lo=10)
+        kit.sharp_switch_tolerance(10.0, 1.0, k_lo=10)
     with pytest.raises(ValueError, match="log_ratio_min"):
-        pipeline.sharp_switch_tolerance(0.0, 1.0)
+        kit.sharp_switch_tolerance(0.0, 1.0)

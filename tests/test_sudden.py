@@ -11,7 +11,8 @@ import pytest
 import nqf
 from nqf import datasets
 from nqf import training
-from nqf import pipeline
+from nqf import 
+from nqfbook import kit
 from nqf import solutions
 from helpers import BAD_INPUT
 
@@ -49,14 +50,14 @@ def test_step_limits_and_rescaled_time():
 def test_crossing_time_intercept_fit_and_step_deviation():
     t = np.linspace(0, 10, 11)
     x = np.stack([2 * t, t - 20], axis=1)
-    np.testing.assert_allclose(pipeline.crossing_time(t, x, 5.0), [2.5, np.nan])
-    assert pipeline.intercept_fit(np.array([0.1, 0.2, 0.3]), np.array([1.1, 1.2, 1.3])) == pytest.approx((1.0, 1.0))
-    dev = pipeline.step_deviation(np.linspace(0, 2, 201), np.zeros((2, 201)), np.ones(201), np.array([1.0]), 0.5)
+    np.testing.assert_allclose(kit.crossing_time(t, x, 5.0), [2.5, np.nan])
+    assert kit.intercept_fit(np.array([0.1, 0.2, 0.3]), np.array([1.1, 1.2, 1.3])) == pytest.approx((1.0, 1.0))
+    dev = kit.step_deviation(np.linspace(0, 2, 201), np.zeros((2, 201)), np.ones(201), np.array([1.0]), 0.5)
     np.testing.assert_allclose(dev, [1.0, 1.0])
     with pytest.raises(ValueError, match="margin"):
-        pipeline.step_deviation(np.linspace(0, 2, 3), np.zeros(3), np.zeros(3), np.array([1.0]), 5.0)
+        kit.step_deviation(np.linspace(0, 2, 3), np.zeros(3), np.zeros(3), np.array([1.0]), 5.0)
     with pytest.raises(ValueError, match="two finite"):
-        pipeline.intercept_fit(np.array([1.0]), np.array([1.0]))
+        kit.intercept_fit(np.array([1.0]), np.array([1.0]))
 
 
 def test_fig4_rk_quadrature_and_exact_switch_on_times():

@@ -49,7 +49,7 @@ def _corpus_outside(room: str) -> str:
     parts += [p.read_text() for p in sorted((ROOT / "notebooks").glob("*.py"))]
     parts += [p.read_text() for p in sorted(NQF.rglob("*.py"))
               if p.parent.name != room and p != NQF / "__init__.py"]
-    if room == "pipeline":  # the book's tool imports nqf.pipeline (ARCHITECTURE.md), never another room
+    if room == "pipeline":  # the book's tool imports nqfbook.kit (ARCHITECTURE.md), never another room
         parts += [p.read_text() for p in sorted((ROOT / "nqfbook").glob("*.py"))]
     return "\n".join(parts)
 

@@ -1,11 +1,11 @@
-"""The one table helper of the chapters (nqf.pipeline.table)."""
+"""The one table helper of the chapters (nqfbook.kit.table)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nqf.pipeline import table
+from nqfbook.kit import table
 
 
 def test_rows_of_tuples_with_formats_and_alignment():

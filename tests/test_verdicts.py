@@ -1,4 +1,4 @@
-"""The one decision function of the book's verdicts (nqf.pipeline.judge, BOOK.md rule 10)."""
+"""The one decision function of the book's verdicts (nqfbook.kit.judge, BOOK.md rule 10)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from nqf.pipeline import Claims, Rule, RuleChange, judge
-from nqf.pipeline._verdicts import verdict_contradictions
+from nqfbook.kit import Claims, Rule, RuleChange, judge
+from nqfbook.kit._verdicts import verdict_contradictions
 
 SEEDS = (100, 101, 102, 103, 104)
 

@@ -79,7 +79,7 @@ def test_report_on_a_model_the_package_does_not_ship(report):
     assert np.all(np.isfinite(pl.flow)) and np.all(pl.lag > -0.02) and np.all(pl.lag < 0.2)
     fig = rep.plot()
     assert len(fig.axes) == 2
-    from nqf.pipeline._style import _figure_conventions
+    from nqfbook.kit._style import _figure_conventions
 
     assert _figure_conventions(fig) == []  # the model's curves are measurements: open markers
 

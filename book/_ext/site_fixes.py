@@ -202,7 +202,7 @@ def figure_html(page: str) -> str:
         return _linked(tag, src)
 
     page = re.sub(r'<img\b[^>]*?\ssrc="[^"]*_images/[^"]+"[^>]*>', loose, page)
-    # an image shown smaller than its file (a width set, as nqf.pipeline.savefig's glued figures are) is linked
+    # an image shown smaller than its file (a width set, as nqfbook.kit.savefig's glued figures are) is linked
     # to its file by docutils already: that link is the full-size link
     return _IMAGE_REFERENCE.sub(r'<a class="reference internal image-reference nqf-full-size" href="\1" '
                                 r'title="the figure at full size">', page)

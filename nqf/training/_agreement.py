@@ -5,7 +5,7 @@ Every "when does a recorded quantity first reach a level" of the package and the
 of a :func:`relative_gap`: the first *recorded* step at which the gap reaches the threshold, a non-finite
 gap counting as parted: a run that blew up does not agree), the plateau ends of
 :func:`nqf.solutions.halfway_crossing` (interpolated), the half-times of Fig. 2 and the measured
-crossing times of the chapters (:func:`nqf.pipeline.crossing_time`).
+crossing times of the chapters (:func:`nqfbook.kit.crossing_time`).
 """
 
 from __future__ import annotations

@@ -607,7 +607,7 @@ _DISPLAY_JS = r"""
 """
 
 # Desktop: the size at which figure text renders (the style's smallest font, at the inline dpi,
-# scaled by how much the page shrinks the image). An image glued by nqf.pipeline.savefig is the saved
+# scaled by how much the page shrinks the image). An image glued by nqfbook.kit.savefig is the saved
 # file (savefig.dpi) with the width the figure has at the inline dpi set on the page (style="width: ..px"):
 # that width, not its pixel count, is the figure at the inline dpi.
 _FIGURE_JS = r"""
@@ -644,12 +644,12 @@ DESKTOP, PHONE = 1400, 390
 
 
 def _figure_style() -> tuple[float, float]:
-    """(smallest font in pt, inline dpi) of the book's figure style (nqf/pipeline/_style.py, imported as part
+    """(smallest font in pt, inline dpi) of the book's figure style (nqfbook/kit/_style.py, imported as part
     of its package: it uses nqf's argument checks)."""
     import importlib
 
     sys.path.insert(0, str(ROOT))
-    mod = importlib.import_module("nqf.pipeline._style")
+    mod = importlib.import_module("nqfbook.kit._style")
     return float(getattr(mod, "MIN_FONT_PT", 9.0)), float(mod.RC_PARAMS["figure.dpi"])
 
 

@@ -1,9 +1,9 @@
-"""Claims tables as the page shows them (nqf/pipeline/_claims.py, the rendering only)."""
+"""Claims tables as the page shows them (nqfbook/kit/_claims.py, the rendering only)."""
 
 from __future__ import annotations
 
-from nqf.pipeline import Claims
-from nqf.pipeline._claim import readable_name
+from nqfbook.kit import Claims
+from nqfbook.kit._claim import readable_name
 
 
 def _table(tmp_path):

@@ -131,7 +131,7 @@ def test_built_launch_links_once_published(tmp_path):
 def test_colab_cell_installs_the_science_package_only_and_refuses_other_pythons(path, monkeypatch):
     """On Colab the first cell installs ``nqf`` (no book toolchain: no extra), refuses a Python outside
     pyproject's range with a message naming the versions, and asks for a restart only when it replaced
-    a package the runtime had imported. The chapters take ``glue`` from ``nqf.pipeline`` (myst-nb is
+    a package the runtime had imported. The chapters take ``glue`` from ``nqfbook.kit`` (myst-nb is
     not installed there)."""
     import subprocess
     import sys

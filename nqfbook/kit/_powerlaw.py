@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import require_value
-from .._fit import fit_line
+from nqf._checks import require_value
+from nqf._fit import fit_line
 
 
 class PowerLawFit(NamedTuple):

@@ -1,8 +1,8 @@
 r"""THE rule for a chapter's parameters: which values a parameter of a chapter's ``parameters`` cell accepts.
 
 One rule, two users: the runner (``nqfbook``) checks every ``-p name=value`` against it before it executes
-anything, and :func:`~nqf.pipeline.start_chapter` checks the cell papermill injected against it inside the
-kernel (papermill itself only warns and runs on); :func:`~nqf.pipeline.by_fidelity` types a chapter setting
+anything, and :func:`~nqfbook.kit.start_chapter` checks the cell papermill injected against it inside the
+kernel (papermill itself only warns and runs on); :func:`~nqfbook.kit.by_fidelity` types a chapter setting
 by its fidelity's default with it.
 
 A parameter is typed by its annotation when it has one that names known types, else by its default:
@@ -28,7 +28,7 @@ small vocabulary (quoted, so that the kernel does not evaluate it; papermill rea
     model: "import path" = "ch10_models:make_model"  # 'package.module:attribute'
 
 The runner refuses a ``-p`` value out of its range before it executes anything, and so does
-:func:`~nqf.pipeline.start_chapter` for what papermill injected; for an import path both also look for the
+:func:`~nqfbook.kit.start_chapter` for what papermill injected; for an import path both also look for the
 module on the kernel's path (``ParameterType.locate``) and for the attribute in its source. Ranges are
 optional: a declaration without one (``steps: int = None``, ``steps = 100``) is checked for its type only,
 as above; the rule never guesses a range from a default.
@@ -46,8 +46,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._checks import require_kind
-from .._checks import require_value
+from nqf._checks import require_kind
+from nqf._checks import require_value
 
 _NAMES = {"bool": "bool", "int": "int", "float": "float", "str": "str", "dict": "dict", "Dict": "dict",
           "None": "None", "NoneType": "None", "list": "list", "List": "list", "tuple": "list", "Tuple": "list",

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 from jaxtyping import Float
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import require_value
-from .._fit import fit_line
-from .._types import ArrayLike
-from ..training import first_crossing
+from nqf._checks import check_ndim
+from nqf._checks import check_positive
+from nqf._checks import check_shape
+from nqf._checks import require_value
+from nqf._fit import fit_line
+from nqf._types import ArrayLike
+from nqf.training import first_crossing
 
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from .._checks import require_kind
+from nqf._checks import require_kind
 
 #: myst-nb's mimetype prefix of a value glued without being shown (``myst_nb.ext.glue.GLUE_PREFIX``)
 GLUE_PREFIX = "application/papermill.record/"

@@ -1,6 +1,6 @@
 r"""Helpers for thresholds fixed before the runs: the confidence interval of a seed mean
-and the band a statement "about x" covers. The decision itself is :mod:`nqf.pipeline._verdicts`
-(:func:`nqf.pipeline.judge`), the one rule for every figure.
+and the band a statement "about x" covers. The decision itself is :mod:`nqfbook.kit._verdicts`
+(:func:`nqfbook.kit.judge`), the one rule for every figure.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import require_value
+from nqf._checks import require_value
 
 __all__ = ["mean_interval", "about_band"]
 

@@ -1,10 +1,10 @@
-"""Plot helpers shared by the chapters (style itself lives in :mod:`nqf.pipeline`)."""
+"""Plot helpers shared by the chapters (style itself lives in :mod:`nqfbook.kit`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._checks import require_value
+from nqf._checks import require_value
 
 
 def structure_heatmap(ax, A, title: str, *, blocks: list[int] | None = None):

@@ -8,9 +8,8 @@ from typing import Any
 
 import jax
 
-from .._checks import require_kind
-from .._checks import require_value
-from .._random import unroll_threefry_on_cpu
+from nqf._checks import require_kind
+from nqf._checks import require_value
 from ._claims import Claims
 from ._parameters import check_parameter
 from ._parameters import declared_parameters
@@ -57,13 +56,13 @@ def _check_fidelity(name: str, value: Any, what: str = "") -> None:
 
 def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Claims:
     """Start a chapter: float64 for JAX (the book's tolerances need it; call this before creating any
-    array), the book's figure style (:func:`nqf.pipeline.savefig` writes PNG and SVG, at quick fidelity the PNG
+    array), the book's figure style (:func:`nqfbook.kit.savefig` writes PNG and SVG, at quick fidelity the PNG
     only), the fidelity checked (``"quick"`` or ``"full"``), and the collector
     of the chapter's claims, which writes ``<out_dir>/claims/<chapter>.json`` (and, beside it, the count of
     JAX compilations since this call: ``<chapter>.compilations.json``, which the runner adds to its timings).
 
     The science package never flips JAX flags; the chapters do, through this call. It also lowers JAX's threefry
-    hash unrolled on CPU (``nqf._random.unroll_threefry_on_cpu``: the same draws, compiled faster).
+    hash unrolled on CPU (:func:`unroll_threefry_on_cpu`: the same draws, compiled faster).
     """
     require_kind("chapter", isinstance(chapter, str) and bool(chapter), "a chapter id such as 'ch01'", chapter)
     _check_fidelity("fidelity", fidelity)
@@ -74,7 +73,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
         fidelity, out_dir = interactive_settings(fidelity, out_dir)
         _check_out_dir(out_dir)
     jax.config.update("jax_enable_x64", True)
-    unroll_threefry_on_cpu()  # the same draws, compiled in a third of the time (nqf._random)
+    unroll_threefry_on_cpu()  # the same draws, compiled in a third of the time
     use_style(formats=("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
     claims = Claims(chapter, fidelity, out_dir)
     claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
@@ -142,7 +141,7 @@ def _injected(history: list[str]) -> bool:
 def check_injected_parameters(history: list[str]) -> None:
     """Refuse parameters papermill injected that the chapter's parameters cell does not declare, or of
     another type than declared, or out of the declared range (papermill itself only warns and runs on): the rule
-    the runner applies to ``-p`` too (:func:`~nqf.pipeline.parameter_type`; ``rays: int = None`` accepts None
+    the runner applies to ``-p`` too (:func:`~nqfbook.kit.parameter_type`; ``rays: int = None`` accepts None
     and ints, ``rays: "positive int" = None`` None and ints >= 1); an import path's module must be found on
     the kernel's path and define the attribute (``ParameterType.locate``).
 
@@ -181,3 +180,28 @@ def by_fidelity(name: str, value: Any, fidelity: str, *, quick: Any, full: Any) 
     require_kind(name, kind.accepts(value), f"of type {kind.name} like its defaults (quick {quick!r}, full {full!r})",
                  value)
     return type(default)(value) if isinstance(default, float) else value
+
+
+def unroll_threefry_on_cpu() -> bool:
+    """Lower JAX's threefry hash on CPU unrolled, as JAX lowers it on every other platform: the same integer
+    arithmetic, so every draw is bit for bit the same (``tests/test_random.py``), at a quarter to a half of the
+    compile time.
+
+    On CPU, JAX 0.10 lowers ``threefry2x32`` as a rolled ``fori_loop`` of its five rounds, which XLA compiles
+    as a separate while loop at every draw site; under ``vmap`` that costs about 0.3 s of compile per draw on 2
+    cores (issue 31, measured alone: five vmapped draws 1.60 s rolled, 0.42 s unrolled; Fig. 6's inputs of
+    attention 1.59 s, 0.50 s). Drawing is also faster (4M normals: 51 ms rolled, 36 ms unrolled).
+
+    This replaces a lowering rule in the running process, for programs lowered after the call; the science
+    package nqf never does it. :func:`start_chapter` and the test suite call it. Returns
+    whether the rule was replaced (``False`` where JAX's internals differ from 0.10's: the draws are the same
+    either way, only compiled as JAX chose)."""
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.random import threefry2x32 as threefry
+
+        primitive, rule = threefry.threefry2x32_p, threefry._threefry2x32_lowering_rule
+    except (ImportError, AttributeError):
+        return False
+    mlir.register_lowering(primitive, rule, platform="cpu", inline=False)
+    return True

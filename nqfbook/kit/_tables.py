@@ -6,7 +6,7 @@ column's format says otherwise (``formats={"error": ".1e"}``); ``None`` and NaN 
 
 Example::
 
-    from nqf.pipeline import table
+    from nqfbook.kit import table
 
     table([(row.model, c.closed_form_error) for row, c in zip(rows, checks)],
           columns=["model", "closed form vs autodiff"], formats={"closed form vs autodiff": ".1e"})
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import require_kind
-from .._checks import require_value
+from nqf._checks import require_kind
+from nqf._checks import require_value
 
 __all__ = ["Table", "table"]
 

@@ -20,7 +20,7 @@ on. :func:`judge` is the one decision function of the book:
 
 Example::
 
-    from nqf.pipeline import Rule, judge
+    from nqfbook.kit import Rule, judge
 
     RULE = Rule("Fig. 6: the NQF tracks the module for about 100 steps",
                 statistic="probe-loss window (steps)", paper_side="above", z=2.0,
@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_option
-from .._checks import require_kind
-from .._checks import require_value
+from nqf._checks import check_option
+from nqf._checks import require_kind
+from nqf._checks import require_value
 
 __all__ = ["Rule", "RuleChange", "Verdict", "OptionVerdict", "judge", "verdict_contradictions", "outcome_counts",
            "OUTCOMES"]
@@ -268,7 +268,7 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
     r"""Judge ``rule`` on the confirmation runs ``values`` and record the verdict on ``claims``.
 
     Args:
-        claims: the chapter's :class:`~nqf.pipeline.Claims` (``None``: judge without recording).
+        claims: the chapter's :class:`~nqfbook.kit.Claims` (``None``: judge without recording).
         rule: the :class:`Rule`, fixed before the runs.
         values: the statistic, one value per run of ``seeds`` (a 1-d array), or a mapping from each
             option's label to such an array. A deterministic statistic (``rule.confirm_seeds`` empty)
@@ -288,7 +288,7 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
     Returns:
         The :class:`Verdict`; its ``outcome`` is one of ``"holds"``, ``"against"``, ``"inconclusive"``.
     """
-    require_kind("rule", isinstance(rule, Rule), "a nqf.pipeline.Rule", type(rule).__name__)
+    require_kind("rule", isinstance(rule, Rule), "a nqfbook.kit.Rule", type(rule).__name__)
     seeds = _check_seeds("seeds", seeds)
     foreign = [s for s in seeds if s not in rule.confirm_seeds]
     require_value("seeds", not foreign, f"confirmation seeds of the rule {rule.name!r} {rule.confirm_seeds}",

@@ -15,7 +15,7 @@ from ._measure import intercept_fit as intercept_fit
 from ._measure import step_deviation as step_deviation
 from ._measure import crossing_time as crossing_time
 from ._plots import structure_heatmap as structure_heatmap
-from .._fit import loglog_slope as loglog_slope
+from nqf._fit import loglog_slope as loglog_slope
 from ._style import savefig as savefig
 from ._style import PALETTE as PALETTE
 from ._style import THEORY_KW as THEORY_KW
@@ -82,11 +82,12 @@ __all__ = [
     "window_sensitivity",
 ]
 
-# Importable as nqf.pipeline.X by the rooms above and by the tests, but not the documented surface
+# Importable as nqfbook.kit.X by the rooms above and by the tests, but not the documented surface
 # (not in __all__): the rest of the room is private.
 from ._claims import Claim as Claim
 from ._style import use_style as use_style
 from ._style import RC_PARAMS as RC_PARAMS
 from ._style import COLUMN_WIDTH_IN as COLUMN_WIDTH_IN
 from ._chapter import interactive_settings as interactive_settings
+from ._chapter import unroll_threefry_on_cpu as unroll_threefry_on_cpu
 from ._verdicts import verdict_contradictions as verdict_contradictions

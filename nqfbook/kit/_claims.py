@@ -9,7 +9,7 @@ raises :class:`ClaimError`, which stops the notebook and therefore
 
 Example::
 
-    from nqf.pipeline import Claims
+    from nqfbook.kit import Claims
 
     claims = Claims("ch01", fidelity, out_dir)
     claims.close("remainder slope (no Z2)", slope, 3.0, atol=0.05, kind="paper",
@@ -67,10 +67,10 @@ import re
 import tempfile
 from typing import Any, Optional
 
-from .._checks import check_option
-from .._checks import require
-from .._checks import require_kind
-from .._checks import require_value
+from nqf._checks import check_option
+from nqf._checks import require
+from nqf._checks import require_kind
+from nqf._checks import require_value
 from ._claim import KINDS, Claim, _fmt
 from ._claims_table import ClaimsSummary, ClaimsTable
 from ._verdicts import Verdict, outcome_counts
@@ -231,11 +231,11 @@ class Claims:
                                exact_note=self._check_text(name, "exact_note", exact_note)))
 
     def add_verdict(self, verdict: Verdict) -> str:
-        """Record a :class:`~nqf.pipeline.Verdict` (what :func:`nqf.pipeline.judge` does); returns its outcome.
+        """Record a :class:`~nqfbook.kit.Verdict` (what :func:`nqfbook.kit.judge` does); returns its outcome.
 
         A verdict never fails the chapter: ``holds``, ``against`` and ``inconclusive`` are all results.
         """
-        require_kind("verdict", isinstance(verdict, Verdict), "a nqf.pipeline.Verdict", type(verdict).__name__)
+        require_kind("verdict", isinstance(verdict, Verdict), "a nqfbook.kit.Verdict", type(verdict).__name__)
         names = {v.name for v in self._verdicts} | {c.name for c in self._claims}
         require_value("rule.name", verdict.name not in names, f"unique in chapter {self.chapter}",
                       f"the duplicate name {verdict.name!r}")

@@ -18,7 +18,7 @@ Conventions, used by every chapter:
 Call :func:`use_style` once at the top of a notebook (after the imports) and
 save every figure with :func:`savefig`, which writes
 ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (at quick fidelity, through
-:func:`nqf.pipeline.start_chapter`, the PNG only).
+:func:`nqfbook.kit.start_chapter`, the PNG only).
 
 This module only touches matplotlib, and only when its functions are called.
 """
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._checks import require_value
+from nqf._checks import require_value
 
 
 #: Okabe–Ito colours (without yellow, which is unreadable on white).
@@ -125,14 +125,14 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # what savefig writes into each format's metadata (None: a field that would change between runs, left out)
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
-#: Every format :func:`nqf.pipeline.savefig` can write, and its default.
+#: Every format :func:`nqfbook.kit.savefig` can write, and its default.
 FIGURE_FORMATS = tuple(_METADATA)
 _formats: tuple[str, ...] = FIGURE_FORMATS
 
 
 def use_style(*, formats: "Sequence[str]" = FIGURE_FORMATS) -> None:
     """Apply the book's matplotlib style (:data:`RC_PARAMS` and the :data:`PALETTE` cycle), and set the
-    file formats :func:`nqf.pipeline.savefig` writes: ``("png", "svg")`` by default; :func:`nqf.pipeline.start_chapter`
+    file formats :func:`nqfbook.kit.savefig` writes: ``("png", "svg")`` by default; :func:`nqfbook.kit.start_chapter`
     passes ``formats=("png",)`` at quick fidelity, whose figures are checked and viewed, not printed (an SVG costs
     as much to draw as the PNG: 24 s of the nine chapters' 49 s of figure files at quick, issue 31).
 
@@ -184,7 +184,7 @@ def _figure_conventions(fig) -> list[str]:
 def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue: "str | None" = None
             ) -> dict[str, Path]:
     """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (a chapter started at quick
-    fidelity by :func:`nqf.pipeline.start_chapter` saves the PNG only).
+    fidelity by :func:`nqfbook.kit.start_chapter` saves the PNG only).
 
     Each file is written to a temporary name and moved into place, so a
     figure path never holds a half-written file.
@@ -195,7 +195,7 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
         chapter: chapter id, e.g. ``"ch01"``.
         out_dir: the chapter's output directory (the notebook's ``out_dir`` parameter).
         glue: a name under which the saved PNG is glued for the book's text (``{glue:figure}``;
-            :func:`nqf.pipeline.glue`, not displayed), shown at the size of the figure on screen
+            :func:`nqfbook.kit.glue`, not displayed), shown at the size of the figure on screen
             (``figure.dpi``): the page shows the figure file itself, drawn once (gluing the figure
             object draws it a second time: 0.29 s a figure in a kernel, measured).
 

@@ -1,6 +1,6 @@
 r"""How a chapter's claims read on its page: the tables grouped by kind (paper claims, findings, sanity
 checks) and the one-line summary the claims cell ends with. The claims themselves, their kinds and
-checks are :mod:`nqf.pipeline._claim`; the collector, :mod:`nqf.pipeline._claims`.
+checks are :mod:`nqfbook.kit._claim`; the collector, :mod:`nqfbook.kit._claims`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""One claim of a chapter: its kind, its test, and how its numbers read (the shortest exact threshold,
 the measured value to the precision of its bound, Greek names). The collector of a chapter's claims is
-:mod:`nqf.pipeline._claims`; their tables and summary line, :mod:`nqf.pipeline._claims_table`.
+:mod:`nqfbook.kit._claims`; their tables and summary line, :mod:`nqfbook.kit._claims_table`.
 """
 
 from __future__ import annotations

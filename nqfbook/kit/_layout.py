@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._checks import require_value
+from nqf._checks import require_value
 
 from ._style import figsize
 
