@@ -5,6 +5,7 @@ from ._model import outputs as outputs
 from ._model import residuals as residuals
 from ._model import mse_loss as mse_loss
 from ._model import mse as mse
+from ._model import MSE as MSE
 from ._model import h_matrix as h_matrix
 from ._ntk import ntk as ntk
 from ._ntk import ntk_trajectory as ntk_trajectory
@@ -28,6 +29,7 @@ __all__ = [
     "h_matrix",
     "layer_statistics",
     "mse",
+    "MSE",
     "mse_loss",
     "NQFData",
     "ntk",
