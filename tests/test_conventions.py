@@ -29,6 +29,15 @@ rules. Five rules:
    ``require_kind(...)`` call, so every message has the one wording ``"`name` must be <expected>; got
    <actual>."`` and the TypeError/ValueError split of ``_checks``.
 
+6. **At most 8 parameters** per public function (``self``/``cls`` not counted, ``*args``/``**kwargs``
+   counted): options beyond that are one small frozen object (diffrax's ``SaveAt``, ``PIDController``).
+7. **A body of at most 80 lines** per public function (the docstring not counted): a longer one is split
+   into named steps.
+8. **No patching of a dependency** anywhere in the package: no assignment (or ``setattr``) to an attribute of
+   an imported module or object (``_eqx_errors.EQX_ON_ERROR = ...``), nor to a private attribute of anything
+   but ``self``/``cls`` (``x._cache = ...``): equinox's error mode was patched that way once, which pinned
+   equinox to one exact version.
+
 Each rule is measured per room. Rooms whose owners have not yet emptied them carry an allowlist
 entry (a count): the test fails when a room's count rises above its entry, so counts only go down;
 lower the entry when you fix one. Each rule has a planted-violation test (it is not vacuous).
@@ -48,7 +57,10 @@ RANDOM_NAMES = {"key", "keys", "seed", "rng", "prng_key", "random_state"}
 KEY_FACTORIES = {"PRNGKey", "key", "default_rng", "RandomState", "Generator", "seed"}
 FORBIDDEN_NAMES = {"steps", "n_steps", "nsteps", "every", "keys", "lr", "opt", "optim"}
 ETA_ROOMS = {"model", "updates", "solutions"}  # eta is the paper's step size of the exact maps there
-RULES = ("key", "positional_default", "private_import", "vocabulary", "raise")
+RULES = ("key", "positional_default", "private_import", "vocabulary", "raise", "parameters", "body_length",
+         "private_assignment")
+MAX_PARAMETERS = 8
+MAX_BODY_LINES = 80
 
 # Remaining violations per rule and room, to be emptied by the rooms' owners (issue 27, item 4).
 # A count may only go down: lower it when you fix one, delete the entry at zero.
@@ -62,6 +74,9 @@ ALLOWED: dict[str, dict[str, int]] = {
     "private_import": {},
     "vocabulary": {},
     "raise": {},
+    "parameters": {},
+    "body_length": {},
+    "private_assignment": {},
 }
 
 
@@ -263,12 +278,93 @@ def _raise_violations(nqf: Path) -> list[tuple[str, str]]:
     return bad
 
 
+def _parameter_count(fn: ast.FunctionDef) -> int:
+    a = fn.args
+    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    if names[:1] in (["self"], ["cls"]):
+        names = names[1:]
+    return len(names) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def _body_lines(fn: ast.FunctionDef) -> int:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
+    return body[-1].end_lineno - body[0].lineno + 1 if body else 0
+
+
+def _parameters_violations(nqf: Path) -> list[tuple[str, str]]:
+    return [(room, f"{_where(path, fn, nqf)} {name}: {_parameter_count(fn)} parameters (at most {MAX_PARAMETERS}: "
+                   "group options in an object)")
+            for room, name, path, fn in public_functions(nqf) if _parameter_count(fn) > MAX_PARAMETERS]
+
+
+def _body_length_violations(nqf: Path) -> list[tuple[str, str]]:
+    return [(room, f"{_where(path, fn, nqf)} {name}: a body of {_body_lines(fn)} lines (at most {MAX_BODY_LINES})")
+            for room, name, path, fn in public_functions(nqf) if _body_lines(fn) > MAX_BODY_LINES]
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    """Names a file binds to another package's modules or objects (absolute imports)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _patches(t, imported: set[str]) -> bool:
+    """An attribute target that patches a dependency: an attribute of an imported module or object
+    (``_eqx_errors.EQX_ON_ERROR = ...`` after ``import equinox._errors as _eqx_errors``), or a private attribute
+    of anything but ``self``/``cls``."""
+    if not isinstance(t, ast.Attribute):
+        return False
+    chain = ast.unparse(t).split(".")
+    if chain[0] in ("self", "cls"):
+        return False
+    return chain[0] in imported or any(part.startswith("_") and not part.startswith("__") for part in chain[1:])
+
+
+def _private_assignment_violations(nqf: Path) -> list[tuple[str, str]]:
+    """Assignments (plain, augmented, annotated, ``setattr``) that patch a dependency (:func:`_patches`);
+    ``self._cache = ...`` is not one."""
+    bad = []
+    for path in _library_files(nqf):
+        room = _room(path, nqf)
+        tree = ast.parse(path.read_text())
+        imported = _imported_names(tree)
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                  and len(node.args) >= 2 and not (isinstance(node.args[0], ast.Name)
+                                                   and node.args[0].id in ("self", "cls"))
+                  and ((isinstance(node.args[0], ast.Name) and node.args[0].id in imported)
+                       or (isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")
+                           and not str(node.args[1].value).startswith("__")))):
+                bad.append((room, f"{_where(path, node, nqf)}: {ast.unparse(node)[:70]}"))
+            for t in targets:
+                for sub in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    if _patches(sub, imported):
+                        bad.append((room, f"{_where(path, node, nqf)}: assigns {ast.unparse(sub)}"))
+    return bad
+
+
 CHECKERS = {
     "key": _key_violations,
     "positional_default": _positional_default_violations,
     "private_import": _private_import_violations,
     "vocabulary": _vocabulary_violations,
     "raise": _raise_violations,
+    "parameters": _parameters_violations,
+    "body_length": _body_length_violations,
+    "private_assignment": _private_assignment_violations,
 }
 
 
@@ -316,6 +412,17 @@ PLANTED = {
               "def f(x, *, y):\n    if x:\n        raise ValueError('x')\n"
               "    try:\n        pass\n    except KeyError:\n        raise\n"
               "    raise invalid('y', 'positive', y)\n", 1),
+    "parameters": ("def f(a, b, c, d, *, e, f, g, h):\n    return a\n"
+                   "def g(a, b, c, d, *, e, f, g, h, i):\n    return a\n", 1),
+    "body_length": ("def f(x):\n    \"\"\"A docstring\n    of two lines.\"\"\"\n" + "    x = x + 1\n" * 79
+                    + "    return x\n"
+                    "def g(x):\n" + "    x = x + 1\n" * 80 + "    return x\n", 1),
+    "private_assignment": ("import equinox as eqx\nimport equinox._errors as _eqx_errors\n"
+                           "def f(x, *, y):\n    eqx._errors.EQX_ON_ERROR = 'nan'\n"
+                           "    _eqx_errors.EQX_ON_ERROR, z.w = 'nan', 1\n"
+                           "    jax.config._value = 1\n    setattr(eqx, 'anything', 2)\n"
+                           "    x._cache += 3\n    x.value = 4\n    return x\n"
+                           "class C:\n    def m(self):\n        self._ok = 1\n", 5),
 }
 
 
