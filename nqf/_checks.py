@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Collection, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -204,25 +205,6 @@ def check_callable(name: str, value, what: str = "a callable") -> Callable:
     return value
 
 
-def check_index(name: str, idx, n: int, *, what: str = "sample") -> None:
-    """Integer indices into an axis of length ``n``: each in ``[0, n)`` (no negative wrap-around).
-
-    Concrete arrays are checked now; for traced ones use :func:`check_index_traced`.
-    """
-    dtype = getattr(idx, "dtype", None)
-    if dtype is None:
-        arr = np.asarray(idx)
-        dtype = arr.dtype
-    if not (np.issubdtype(dtype, np.integer) or (np.size(idx) == 0)):
-        raise TypeError(f"`{name}` must hold integer {what} indices; got dtype {dtype}.")
-    if is_concrete(idx):
-        arr = np.asarray(idx)
-        if arr.size and (arr.min() < 0 or arr.max() >= n):
-            bad = arr[(arr < 0) | (arr >= n)]
-            raise ValueError(f"`{name}` must hold {what} indices in [0, {n}); got "
-                             f"{bad.size} out of range (e.g. {int(bad.flat[0])}).")
-
-
 def invalid(name: str, expected: str, got) -> ValueError:
     """THE ``ValueError`` of a rule too particular for a ``check_*`` function (a relation between two
     arguments, a structural mismatch), in the one wording ``"`name` must <expected>; got <got>."``::
@@ -259,20 +241,21 @@ def error_if(x, pred, message: str):
 
 
 def check_index_traced(name: str, idx, n: int, *, what: str = "sample"):
-    """:func:`check_index` for traced indices: returns ``idx`` guarded by ``equinox.error_if``."""
-    if is_concrete(idx):
-        check_index(name, idx, n, what=what)
-        return idx
-    return error_if(idx, jnp.any((idx < 0) | (idx >= n)),
-                    f"`{name}` must hold {what} indices in [0, {n}); got some out of range.")
-
-
-def check_finite_traced(name: str, x):
-    """:func:`check_finite` for traced arrays: returns ``x`` guarded by ``equinox.error_if``."""
-    if is_concrete(x):
-        check_finite(name, x)
-        return x
-    return error_if(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` must be finite; got NaN/inf entries.")
+    """Integer indices into an axis of length ``n``, each in ``[0, n)`` (no negative wrap-around): concrete arrays
+    are checked now, traced ones guarded by ``equinox.error_if`` (returned)."""
+    dtype = getattr(idx, "dtype", None)
+    dtype = np.asarray(idx).dtype if dtype is None else dtype
+    if not (np.issubdtype(dtype, np.integer) or (np.size(idx) == 0)):
+        raise TypeError(f"`{name}` must hold integer {what} indices; got dtype {dtype}.")
+    if not is_concrete(idx):
+        return error_if(idx, jnp.any((idx < 0) | (idx >= n)),
+                        f"`{name}` must hold {what} indices in [0, {n}); got some out of range.")
+    arr = np.asarray(idx)
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = arr[(arr < 0) | (arr >= n)]
+        raise ValueError(f"`{name}` must hold {what} indices in [0, {n}); got "
+                         f"{bad.size} out of range (e.g. {int(bad.flat[0])}).")
+    return idx
 
 
 def check_key(name: str, key) -> None:
@@ -401,3 +384,37 @@ def require(ok: object, error: type[Exception], message: str) -> None:
     claims failed raises the book's ``ClaimError``)."""
     if not ok:
         raise error(message)
+
+
+class Theorem1Tolerance(NamedTuple):
+    r"""THE tolerances of Theorem 1's hypothesis checks, one set for a float dtype of machine epsilon $\epsilon$
+    (:func:`theorem1_tolerance`), read by every check: :func:`nqf.structure_report` (and through it
+    :func:`nqf.structure.check_theorem1`, :func:`nqf.structure_matrix`) and :func:`nqf.check_hypotheses` (and
+    through it ``compare_with_nqf``'s and ``diagnose``'s refusal).
+
+    * ``rounding`` $= 10^3\epsilon$: zero, relative to a scale, for quantities autodiff computes exactly up to
+      rounding: the derivatives at $W = 0$ (the gradient of a neuron and the cross blocks, ZGZ at 0, Eq. 54; the
+      spread of the diagonal blocks, Eq. 56), and the floor under which a Taylor residual carries no information.
+      A Hessian entry is a sum of a few hundred rounded products at most, so $10^3\epsilon$ covers it.
+    * ``residual`` $= \sqrt\epsilon$ ($1.5\cdot10^{-8}$ in float64): the largest relative residual of a value test
+      at a random $W$ read as rounding: $|f(W) - f(W\sigma)|/|f(W)|$ (Def. 1) and the gradient of a zeroed neuron
+      relative to the whole gradient (Property 1). Two evaluations of the same module summed in another order
+      differ by $n\epsilon\kappa$ ($n$ operations, $\kappa$ the output's condition: a deep model's output that is a
+      small difference of large terms has a large one); a broken hypothesis shows the size of the break, of order
+      the weights' scale. $\sqrt\epsilon$ leaves about eight decades on either side in float64.
+    * ``step`` $h$: the smoothness probe's step, $10^{-3}$ in float64 and $3\cdot10^{-2}$ below it, so that the
+      $O(h^2)$ Taylor residual of a $C^3$ module ($10^{-6}$ of the gradient) stays $10^{4}$ above ``rounding``.
+    * ``smooth_ratio`` $= 3$: smooth at 0 when $|r(h)|/|r(h/2)| \ge 3$ ($C^3$: 4, 8 with a $\mathbb Z_2$
+      symmetry; a kink such as ReLU: 2).
+    """
+
+    rounding: float
+    residual: float
+    step: float
+    smooth_ratio: float = 3.0
+
+
+def theorem1_tolerance(dtype) -> Theorem1Tolerance:
+    """THE :class:`Theorem1Tolerance` of a float dtype (its machine epsilon)."""
+    eps = float(jnp.finfo(dtype).eps)
+    return Theorem1Tolerance(rounding=1e3 * eps, residual=float(np.sqrt(eps)), step=1e-3 if eps < 1e-10 else 3e-2)

@@ -24,13 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_finite
-from .._checks import check_key, check_real_output, check_tolerance, invalid
+from .._checks import check_key, check_real_output, check_tolerance, invalid, theorem1_tolerance
 from .._random import normal, split
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
 from ._probes import FAST_COMPILE
-from ._probes import SMOOTH_RATIO
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
 from ._probes import taylor_residuals
@@ -217,7 +216,10 @@ def structure_report(
         p: parameters per neuron (optional for an Architecture).
         d: width used for the test (at least 2, so that cross blocks exist).
         key: PRNG key for the random points (default ``PRNGKey(0)``).
-        rtol: tolerance relative to the derivative scale (default $10^3\epsilon$).
+        rtol: the largest relative break of a hypothesis read as rounding (default: the ``residual`` of THE
+            tolerance set, :func:`nqf._checks.theorem1_tolerance`, $\sqrt\epsilon$, which
+            :func:`nqf.check_hypotheses` uses too): of the value residuals at a random $W$, and of the gradient,
+            the cross blocks and the spread of the blocks at 0 relative to the derivative scale.
 
     The compiled probe is cached on the value of an Architecture (rebuilding it
     compiles nothing); a plain callable is traced afresh on every call, so a
@@ -259,8 +261,8 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     dtype = _input_dtype("x", x)
     outputs = _check_call(apply, x, p, d, dtype)
     W_extra = np.zeros((0, p, d)) if W_extra is None else W_extra
-    eps = float(jnp.finfo(dtype).eps)
-    rtol = 1e3 * eps if rtol is None else check_tolerance("rtol", rtol)
+    tols = theorem1_tolerance(dtype)  # THE tolerance set of every hypothesis check (nqf._checks)
+    rtol = tols.residual if rtol is None else check_tolerance("rtol", rtol)
     if key is not None:
         check_key("key", key)
     key = jax.random.PRNGKey(0) if key is None else key
@@ -292,8 +294,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     grad_spread = mx(grads - grads[:, :1])
 
     perm_res = max(mx(f_pts[0] - f_pts[i]) / max(mx(f_pts[0]), mx(f_pts[i]), 1e-300) for i in (1, 2))
-    perm_rtol = 1e-12 if eps < 1e-10 else 1e-5
-    symmetric = bool(perm_res <= perm_rtol and max(diag_spread, cross_spread, grad_spread) <= tol)
+    symmetric = bool(perm_res <= rtol and max(diag_spread, cross_spread, grad_spread) <= tol)
 
     zgz_res = mx(J_pts[-1][..., 0]) / max(mx(J_pts[-1]), 1e-300)
 
@@ -302,7 +303,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
     HV = np.einsum("opdqe,qe->opd", H0, V)
     res = taylor_residuals(J_pts[:4], J0, HV, steps, np.linalg.norm)
     ratio = taylor_ratio(res, [np.linalg.norm(J_pts[i]) for i in range(4)], np.linalg.norm(J0),
-                         np.linalg.norm(HV), steps[0], rtol)
+                         np.linalg.norm(HV), steps[0], tols.rounding)
     ratio = ratio if finite else float("nan")
     squeeze = (lambda a: jnp.asarray(a[0], dtype)) if outputs is None else (lambda a: jnp.asarray(a, dtype))
     report = StructureReport(
@@ -311,7 +312,7 @@ def _report(module, x, p, *, d, key, rtol, W_extra=None, probe=None) -> tuple[St
         grad_norm=float(np.linalg.norm(g)), grad_spread=grad_spread,
         permutation_residual=perm_res, zgz_residual=float(zgz_res), smooth_ratio=float(ratio),
         zgz=bool(finite and grad_max <= tol and max_cross <= tol), zgz_property=bool(zgz_res <= rtol),
-        permutation_symmetric=symmetric, finite=finite, smooth_at_zero=bool(finite and ratio >= SMOOTH_RATIO),
+        permutation_symmetric=symmetric, finite=finite, smooth_at_zero=bool(finite and ratio >= tols.smooth_ratio),
         scale=scale, tol=float(tol), p=p, d=int(d),
     )
     return report, f_extra

@@ -20,11 +20,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_key, invalid
+from .._checks import check_key, invalid, theorem1_tolerance
 from .._random import normal, split
 from ..architectures import Architecture
 from ._neurons import split_params
-from ._probes import SMOOTH_RATIO
 from ._probes import fast_filter_jit
 from ._probes import permute_neurons
 from ._probes import taylor_ratio
@@ -138,16 +137,17 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
     out = eqx.filter_eval_shape(module_out, apply, tr, frozen, x)
     draws = _draws(key, tr, out)
     perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, draws, ax_leaves, d)
-    eps = float(jnp.finfo(jnp.asarray(h).dtype).eps)
-    ratio = taylor_ratio([r[0] for r in rs], [r[1] for r in rs], g0, hv, h, 1e3 * eps)
+    rounding = theorem1_tolerance(jnp.asarray(h).dtype).rounding  # THE tolerance set (nqf._checks)
+    ratio = taylor_ratio([r[0] for r in rs], [r[1] for r in rs], g0, hv, h, rounding)
     return HypothesisCheck(float(perm_res) if d > 1 else 0.0, float(zgz), float(ratio), bool(finite))
 
 
 def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
-    eps_tol = 1e-8
+    tols = theorem1_tolerance(jnp.float64)  # THE tolerance set (nqf._checks); the callers refuse float32 models
+    eps_tol = tols.residual
     if not chk.finite:
         raise invalid("module", "be C^3 (Theorem 1)", f"{name}, whose derivatives at W = 0 are not finite")
-    if chk.smooth_ratio < SMOOTH_RATIO:
+    if chk.smooth_ratio < tols.smooth_ratio:
         raise invalid(
             "module", "be C^3 at W = 0 (else Theorem 1's hypotheses fail and no NQF exists)",
             f"{name} is not smooth at W = 0 (Taylor ratio of the gradient {chk.smooth_ratio:.3g}; a kink "
@@ -156,11 +156,11 @@ def require_hypotheses(chk: HypothesisCheck, name: str) -> None:
         raise invalid(
             "module", "be permutation-symmetric in its neurons (Def. 1 / Theorem 1; check `neuron_axes`)",
             f"{name} is not permutation-symmetric in its neurons (relative |f(W) - f(W sigma)| = "
-            f"{chk.permutation_residual:.3g} > {eps_tol:g})")
+            f"{chk.permutation_residual:.3g} > {eps_tol:.2g})")
     if chk.zgz_residual > eps_tol:
         raise invalid(
             "module", "satisfy ZGZ (Property 1; otherwise its NQF has extra terms, Eq. 20, and this comparison "
                       "does not apply)",
             f"{name} breaks ZGZ (Property 1): the gradient of a zero neuron is {chk.zgz_residual:.3g} of "
-            f"the gradient at a random W (> {eps_tol:g})")
+            f"the gradient at a random W (> {eps_tol:.2g})")
 

@@ -9,12 +9,12 @@ make the same moves, written here once, on a weight pytree whose neurons lie alo
 
 * :func:`permute_neurons` — $W\sigma$, the neurons permuted along every neuron axis (Def. 1);
 * :func:`zero_neuron` — $W$ with neuron 1 set to zero (Property 1: its gradient must vanish);
-* :func:`taylor_steps` — the steps $\pm h, \pm h/2$ of the smoothness probe, with THE step constant
-  (:data:`TAYLOR_STEP`; :data:`TAYLOR_STEP_LOW` below float64);
+* :func:`taylor_steps` — the steps $\pm h, \pm h/2$ of the smoothness probe (THE step, with every tolerance of
+  the checks, is :func:`nqf._checks.theorem1_tolerance`'s);
 * :func:`taylor_residuals` and :func:`taylor_ratio` — the residual and the reading of the Taylor residual of the gradient,
   $r(t) = \nabla f(tV) - \nabla f(0) - tHV$: $O(t^2)$ for a $C^3$ module (ratio $|r(h)|/|r(h/2)| = 4$,
   8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink such as ReLU (ratio 2); smooth when the ratio is at
-  least :data:`SMOOTH_RATIO`. Residuals at rounding level (below ``rtol`` times the gradients' size)
+  least the tolerance set's ``smooth_ratio``. Residuals at rounding level (below ``rtol`` times the gradients' size)
   carry no information and are skipped (ratio ``inf``: nothing measurable beyond second order).
 
 What each check differentiates differs by design and is kept: the dense check reads the full Jacobian
@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-TAYLOR_STEP = 1e-3  #: the smoothness probe's step $h$ in float64
-TAYLOR_STEP_LOW = 3e-2  #: ... and in float32 (or lower), where $h^2$ must stay above round-off
-SMOOTH_RATIO = 3.0  #: smooth at 0 when $|r(h)|/|r(h/2)| \ge$ this ($C^3$: 4, kink: 2)
+from .._checks import theorem1_tolerance
+
+SMOOTH_RATIO = theorem1_tolerance(np.float64).smooth_ratio  #: the tolerance set's, for the readers of this room
 
 #: The probes run once per call on small arrays, so compile time dominates: both ask XLA for its cheapest
 #: backend pipeline (the matrix-free probe: 1.1-1.3 s to 0.7-0.8 s per compilation for an MLP, a CNN and
@@ -81,8 +81,8 @@ def fast_filter_jit(fun: Callable) -> Callable:
 
 
 def taylor_step(dtype) -> float:
-    """The smoothness probe's step $h$ for ``dtype`` (:data:`TAYLOR_STEP` in float64)."""
-    return TAYLOR_STEP if jnp.finfo(dtype).eps < 1e-10 else TAYLOR_STEP_LOW
+    """The smoothness probe's step $h$ for ``dtype`` (the tolerance set's ``step``)."""
+    return theorem1_tolerance(dtype).step
 
 
 def taylor_steps(dtype) -> np.ndarray:
