@@ -115,12 +115,17 @@ def environment() -> str:
     return _environment
 
 
+def callback_free() -> bool:
+    """Whether equinox traces its checks (diffrax's, of the save times) without host callbacks: its documented
+    switch ``EQX_ON_ERROR`` is ``nan`` or ``off``. Under its default (``raise``) a check is a host callback, which
+    neither ``jax.export`` nor JAX's persistent cache keeps. nqf never changes equinox's mode."""
+    return os.environ.get("EQX_ON_ERROR", "raise") in ("nan", "off")
+
+
 def _dynamic_environment() -> tuple:
     """The part of the environment a process can change between calls: JAX options, backend, equinox's mode."""
-    import equinox._errors as eqx_errors
-
     options = tuple((name, str(getattr(jax.config, name, None))) for name in _JAX_OPTIONS)
-    return options, jax.default_backend(), eqx_errors.EQX_ON_ERROR
+    return options, jax.default_backend(), os.environ.get("EQX_ON_ERROR", "raise")
 
 
 def _aval(x) -> tuple | None:
@@ -197,15 +202,15 @@ def _write(path: Path, key: str, payload: bytes) -> None:
 
 def call(name: str, fn: Callable[..., Any], args: tuple, options: dict) -> tuple | None:
     """``fn(*args, **options)`` flattened to a tuple of arrays, through the export cache; None when the
-    cache cannot serve this call (no cache folder, ``EQX_ON_ERROR`` set, whose host-callback checks
-    cannot be serialized, a traced or sharded input, an export that failed): then the caller runs its
-    normal path.
+    cache cannot serve this call (no cache folder, equinox's checks as host callbacks, which cannot be
+    serialized (:func:`callback_free`), a traced or sharded input, an export that failed): then the caller
+    runs its normal path.
 
     ``fn`` is a jitted function whose keyword ``options`` are static and hashable and whose output is
     a tuple (or NamedTuple) of arrays; ``name`` names it in the key and the file name.
     """
     base = folder()
-    if base is None or "EQX_ON_ERROR" in os.environ:  # equinox's mode asked for: its checks as the user set them
+    if base is None or not callback_free():  # equinox's mode asked for: its checks as the user set them
         return None
     leaves, treedef = jax.tree.flatten(args)
     avals = [_aval(x) for x in leaves]

@@ -14,8 +14,12 @@ new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations). Wit
 compilation cache on, :func:`gradient_flow` also stores its traced program as a ``jax.export``
 serialization next to that cache (:mod:`nqf.flow._export`, keyed by shapes, options and
 versions): the first call of a new process then skips Python tracing and lowering of diffrax's
-solve and gets the same numbers, bit for bit (at $m = 4096$, $p = 8$, medians of 3 new processes:
-0.41 -> 0.14 s at load 2-3 on 2 cores, 0.9-1.2 -> 0.3-0.4 s at load 5-7).
+solve and gets the same numbers, bit for bit. Both caches need a program without host callbacks, so
+equinox's checks (diffrax's, of the save times, which the public functions make before the solve)
+must be traced by its documented switch ``EQX_ON_ERROR=nan`` (or ``off``), read when equinox is
+imported; nqf never changes that mode. Under equinox's default (``raise``) every new process compiles
+each flow anew (first call at $m = 256$, $p = 8$, warm caches, load 0.3-0.4 on 2 cores: 1.2 s; with
+``EQX_ON_ERROR=nan`` 0.20 s, 0.46-0.51 s from JAX's persistent cache alone). The book sets it.
 
 **Sufficient statistics or samples.** Under ZGZ, $H = \frac4m\sum_\mu(\mathrm{Tr}[MA_\mu] - y_\mu)A_\mu$
 (Eq. 27) is affine in $M$. With $u(S)$ the packed upper triangle of a symmetric $S$
@@ -54,15 +58,11 @@ uses the rescaled clock $\tau = t/\ln(1/\epsilon)$ instead.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax
-import equinox
-import equinox._errors as _eqx_errors
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -153,47 +153,12 @@ def integrate(
         raise invalid("solver", f"be one of {sorted(SOLVERS)} here (resolve 'auto' first)", f'{solver!r}')
     extra = ({} if norm is None else {"norm": norm}) | ({} if dtmax is None else {"dtmax": dtmax})
     controller = diffrax.PIDController(rtol=rtol, atol=atol, **extra)
-    with _checks_without_host_callbacks():
-        return diffrax.diffeqsolve(
-            term, SOLVERS[solver](), t0=s0, t1=s1, dt0=None, y0=y0, args=args,
-            saveat=diffrax.SaveAt(ts=ss, dense=dense), stepsize_controller=controller,
-            max_steps=max_steps, adjoint=diffrax.ForwardMode(),
-            progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(), throw=False,
-        )
-
-
-@contextlib.contextmanager
-def _checks_without_host_callbacks():
-    """Trace diffrax's runtime checks (``equinox.error_if``) as NaN-poisoning instead of host callbacks.
-
-    A program with a host callback is never written to JAX's persistent compilation cache, so with
-    the default (``EQX_ON_ERROR=raise``) every new process would recompile every solver. The checks
-    that diffrax makes (increasing save times) are made by our public functions before the call,
-    and failures of the solve itself come back in ``sol.result`` (``throw=False``), which the public
-    functions turn into a ``RuntimeError``. An explicit ``EQX_ON_ERROR`` in the environment wins.
-
-    Equinox traces each check through one jitted function whose cache keys on the shapes only, not on
-    the mode: a check traced once in the user's mode (a host callback) would be handed back, callback
-    and all, to every later trace of the same shapes in this mode, and the reverse. So the checks
-    traced here go through a jitted function of their own (``_nan_checks_jit``), with its own cache.
-    """
-    if "EQX_ON_ERROR" in os.environ:
-        yield
-        return
-    old = _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit
-    _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit = "nan", _nan_checks_jit
-    try:
-        yield
-    finally:
-        _eqx_errors.EQX_ON_ERROR, _eqx_errors.branched_error_if_impl_jit = old
-
-
-def _nan_checks(x, pred, index, msgs, *, on_error):
-    """equinox's check with its default mode read as ``"nan"`` (a check that names its own mode keeps it)."""
-    return _eqx_errors.branched_error_if_impl(x, pred, index, msgs, on_error="nan" if on_error == "default" else on_error)
-
-
-_nan_checks_jit = equinox.filter_jit(_nan_checks)
+    return diffrax.diffeqsolve(
+        term, SOLVERS[solver](), t0=s0, t1=s1, dt0=None, y0=y0, args=args,
+        saveat=diffrax.SaveAt(ts=ss, dense=dense), stepsize_controller=controller,
+        max_steps=max_steps, adjoint=diffrax.ForwardMode(),
+        progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(), throw=False,
+    )
 
 
 def _log_time_field(field, s, y, args):
