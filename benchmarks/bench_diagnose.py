@@ -6,7 +6,7 @@ The model: a 784 -> 256 -> 10 tanh MLP without biases (an equinox Module, p = 78
 neuron, d = 256 neurons), 2,000 Gaussian inputs, targets from a rank-5 linear teacher with strengths
 (1, 1/2, 1/4, 1/8, 1/16), init N(0, 1e-3^2), full-batch ``optax.sgd(0.05)``, 1,000 steps. Its (m, o, p, p) stack
 of A(x) would hold 2000 x 10 x 794^2 float64 = 101 GB; diagnose evaluates the NQF through rank-two factors of
-A(x) instead (``nqf.structure.rank_two_form``).
+A(x) instead (``nqf.quadratic_form(model).parts``).
 
 Measured side by side in one process, alternating, ``--repeats`` times each (the first of each is cold:
 compilation included):
@@ -24,6 +24,7 @@ side-by-side runs). Writes ``benchmarks/diagnose-size.json`` (commit it). Measur
 from __future__ import annotations
 
 import argparse
+import functools
 import datetime as dt
 import json
 import os
@@ -33,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import equinox as eqx
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -42,7 +44,13 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.training import OutputLoss, train  # noqa: E402
+from nqf.model import mse  # noqa: E402
+from nqf.training import BatchLoss, train  # noqa: E402
+
+
+def _model_loss(static, arrays, batch):
+    """The model's loss (nqf.model.mse) on a batch, its array leaves trained."""
+    return mse(jax.vmap(eqx.combine(arrays, static))(batch[0]), batch[1])
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from models_example import TwoLayerNet  # noqa: E402  (V tanh(U x): the tests' reader-style model)
@@ -72,19 +80,19 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     net, xs, ys = problem()
     opt = optax.sgd(0.05)
-    tr, frozen, _, _ = nqf.structure.split_params(net, net.neuron_axes())
-    loss = OutputLoss(nqf.structure.call_module, False)
+    tr, static = eqx.partition(net, eqx.is_array)
+    loss = BatchLoss(functools.partial(_model_loss, static))
     rows = []
     rep = None
     for r in range(a.repeats):
         load0 = os.getloadavg()[0]
         t = time.perf_counter()
-        run = train(loss, tr, opt, num_steps=a.steps, data=(xs, ys), args={"frozen": frozen})
+        run = train(loss, tr, opt, num_steps=a.steps, data=(xs, ys))
         jax.block_until_ready(run.params)
         t_train = time.perf_counter() - t
         load1 = os.getloadavg()[0]
         t = time.perf_counter()
-        rep = nqf.diagnose(net, (xs, ys), opt, a.steps)
+        rep = nqf.diagnose(net, (xs, ys), opt, num_steps=a.steps)
         t_diag = time.perf_counter() - t
         load2 = os.getloadavg()[0]
         rows.append({"repeat": r, "cold": r == 0, "train_s": round(t_train, 2), "diagnose_s": round(t_diag, 2),

@@ -8,13 +8,20 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from nqf.training import compare_with_nqf
+from nqf import quadratic_form
+from nqf.training import Track, compare_with_nqf, first_crossing
 
 
 def half_times(steps, ratio):
-    """First recorded step at which ``ratio`` (``(..., T, r)``) reaches 1/2, per mode (``inf``: never)."""
-    above = np.asarray(ratio) >= 0.5
-    return np.where(above.any(axis=-2), np.asarray(steps)[np.argmax(above, axis=-2)].astype(float), np.inf)
+    """First recorded step at which ``ratio`` (``(..., T, r)``) reaches 1/2, per mode: the package's one first
+    crossing (:func:`nqf.training.first_crossing`, on the recording grid; ``inf``: never)."""
+    return first_crossing(steps, ratio, 0.5, axis=-2, interpolate=False)
+
+
+def censor(times, never):
+    """The rules' one censoring step: a time never reached (``inf``, the first crossing's one "never" value) counts as
+    ``never``, one recording interval beyond the run; a difference involving it is then a lower bound."""
+    return np.minimum(np.asarray(times, dtype=float), float(never))
 
 
 # ---------------------------------------------------------------- lanes: one run per (seed, sigma), issue 28
@@ -87,10 +94,10 @@ def fig2_lanes(module, teacher, optimizer, *, num_steps: int, seeds, sigmas, rec
     uniq, inv = np.unique(seeds, return_inverse=True)
     W0 = sig[:, None, None] * seed_directions(module, uniq)[inv]
     probe = jax.tree_util.tree_map(lambda a: np.asarray(a)[:n_probe], teacher.xs)
-    res = compare_with_nqf(module.arch, W0, (teacher.xs, teacher.ys), optimizer, num_steps=num_steps, probe=probe,
-                           track=("outputs", "singular_values"), linear_map=module.linear_map,
-                           record_every=record_every, nqf_form=module.feature_output,
-                           key=jax.random.PRNGKey(int(check_seed)))
+    res = compare_with_nqf(quadratic_form(module.arch, form=module.feature_output), (teacher.xs, teacher.ys), optimizer,
+                           num_steps=num_steps, params=W0, key=jax.random.PRNGKey(int(check_seed)),
+                           track=Track(("outputs", "singular_values"), probe=probe, linear_map=module.linear_map,
+                                       record_every=record_every))
     f0 = np.asarray(_outputs(module.arch, np.zeros((module.arch.p, module.d)), probe))
     signal = float(np.sqrt(np.sum((np.asarray(teacher.ys)[:n_probe] - f0) ** 2)))
     r = teacher.s.size
@@ -134,24 +141,23 @@ def switch_on_band(half_nqf_explore, judged):
 
 
 def switch_on_stat(half_module, half_nqf, judged, never):
-    """(S,) max over judged modes of |t_half^module - t_half^NQF| per seed; a half-time never reached counts as
-    ``never`` (one interval beyond the run: the difference is then a lower bound)."""
-    hm = np.where(np.isfinite(half_module), half_module, never)
-    hn = np.where(np.isfinite(half_nqf), half_nqf, never)
+    """(S,) max over judged modes of |t_half^module - t_half^NQF| per seed; a half-time never reached is
+    :func:`censor`-ed (one interval beyond the run: the difference is then a lower bound)."""
+    hm, hn = censor(half_module, never), censor(half_nqf, never)
     return np.max(np.abs(hm - hn)[:, np.asarray(judged)], axis=-1)
 
 
 def order_stat(half, judged, never):
     """(S,) max over consecutive judged modes of t_half,k - t_half,k+1 (negative: the modes switch on in the order of
     s_k, by that many steps at the closest pair)."""
-    h = np.where(np.isfinite(half), half, never)[:, np.asarray(judged)]
+    h = censor(half, never)[:, np.asarray(judged)]
     return np.max(h[:, :-1] - h[:, 1:], axis=-1)
 
 
 def window_growth(windows, never):
     """(S,) max over neighbouring scales (sorted by sigma) of w(sigma_j+1) - w(sigma_j); a pair censored at the same end
     (both never part, ``>= never``, or both part at step 0) carries no information and is left out (NaN if every pair is)."""
-    w = np.minimum(np.asarray(windows, dtype=float), never)
+    w = censor(windows, never)
     a, b = w[:, :-1], w[:, 1:]
     keep = ~(((a >= never) & (b >= never)) | ((a <= 0) & (b <= 0)))
     d = np.where(keep, b - a, -np.inf)

@@ -19,9 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf import quadratic_form
 from nqf.architectures import Architecture
 from nqf.model import mse
-from nqf.training import OutputLoss, first_exceedance, optimizer, train
+from nqf.training import first_exceedance, optimizer, train
 
 
 class Pair(eqx.Module):
@@ -33,10 +34,10 @@ class Pair(eqx.Module):
     fast: bool = eqx.field(static=True, default=False)
 
     def predict(self, W, args, xs, *, nqf: bool):
-        if nqf and self.fast:  # Eq. 2 through the architecture's closed form Tr[W W^T A(x)] (checked in the tests)
-            out = jax.vmap(lambda x: self.arch.apply(jnp.zeros_like(W), x) + self.arch.quadratic(W, x))(xs)
-        else:  # Eq. 26's model: the module, or its NQF matrix-free (nqf.training.OutputLoss)
-            out = OutputLoss(self.arch.apply, nqf).predict(W, {"frozen": None}, xs)
+        # the NQF is a model called like the module (Eq. 2): matrix-free, or through the architecture's closed form
+        # f_x(0) + Tr[W W^T A(x)] when `fast` (checked in the tests)
+        model = quadratic_form(self.arch, form="auto" if self.fast else "matrix-free") if nqf else self.arch.apply
+        out = jax.vmap(lambda x: model(W, x))(xs)
         return out @ args["c"] if self.readout else out
 
     def teacher(self, args, xs):

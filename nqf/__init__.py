@@ -10,9 +10,10 @@ questions:
   :func:`structure_report` (A(x) with the hypotheses of Theorem 1 measured), :func:`check_hypotheses`
   (the same, matrix-free, for a model too large for A(x)), and :class:`Architecture` (the modules of the
   paper's tables, in :mod:`nqf.architectures`); the remainder's order is :func:`nqf.structure.check_theorem1`.
-* **Does the NQF describe my training?** :func:`compare_with_nqf` (the module and its NQF trained side
-  by side) and the one trainer :func:`train` with :func:`optimizer`; the agreement rule (the first step at
-  which their gap exceeds a threshold) is :func:`nqf.training.first_exceedance`.
+* **Does the NQF describe my training?** :func:`quadratic_form` (the NQF of a model is itself a model, called
+  like it, on the same parameters: train it in your own loop), :func:`compare_with_nqf` (a model and its NQF
+  trained side by side) and the one trainer :func:`train` with :func:`optimizer`; the agreement rule (the first
+  step at which their gap reaches a threshold) is :class:`nqf.training.Agreement`.
 * **When do its plateaus end?** :func:`diagnose` (a user's model: the NQF trained from the model's
   W(0) by the user's own optimiser predicts its plateau ends in steps, with a measured range of
   validity) and the flow :func:`gradient_flow` on :class:`NQFData`; the Lotka-Volterra reduction
@@ -52,6 +53,7 @@ from .structure import structure_matrix as structure_matrix
 from .structure import pytree_structure_matrix as pytree_structure_matrix
 from .structure import structure_report as structure_report
 from .structure import check_hypotheses as check_hypotheses
+from .structure import quadratic_form as quadratic_form
 from .architectures import Architecture as Architecture
 
 # Does the NQF describe my training?
@@ -66,10 +68,11 @@ from .model import NQFData as NQFData
 
 from ._version import __version__ as __version__
 
-# The 11 names of the three questions; with the 8 rooms (``nqf.structure``, imported above), 19 names at the top
+# The 12 names of the three questions; with the 8 rooms (``nqf.structure``, imported above), 20 names at the top
 # level. The rooms are reached as attributes and are not re-exported: ``from nqf import *`` gives the answers.
 __all__ = [
-    "structure_matrix", "pytree_structure_matrix", "structure_report", "check_hypotheses", "Architecture",
+    "structure_matrix", "pytree_structure_matrix", "structure_report", "check_hypotheses", "quadratic_form",
+    "Architecture",
     "compare_with_nqf", "train", "optimizer",
     "diagnose", "gradient_flow", "NQFData",
 ]

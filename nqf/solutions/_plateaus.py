@@ -27,17 +27,36 @@ prediction too: the quadratic-regime error $e(s)$ of the model at the predicted 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
+from .._checks import check_float64
+from .._checks import invalid
+from .._checks import wrong_kind
 from .._types import ArrayLike
-from ..training import ModelRun
+from ..flow import gradient_flow
+from ..flow import log_times
+from ..model import MSE
+from ..model import NQFData
+from ..model import mse
+from ..model import mse_loss
+from ..structure import HypothesisCheck
+from ..structure import QuadraticForm
+from ..structure import neuron_weights
+from ..structure import quadratic_form
+from ..structure import quasi_random
+from ..training import Comparison
+from ..training import Track
+from ..training import compare_with_nqf
 from ..training import first_crossing
 from ..training import first_exceedance
-from ..training import model_run
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -303,43 +322,271 @@ def read_plateaus(run: ModelRun) -> PlateauEnds:
     return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol)
 
 
-def diagnose(
-    model: Any,
-    data: tuple[Any, Any],
-    optimizer: Any,
-    num_steps: int,
-    *,
-    apply: Callable | None = None,
-    neuron_axes: Any = None,
-    loss: Any = "sum",
-    **options: Any,
-) -> Diagnosis:
+class StepMap(NamedTuple):
+    """What probing the optimiser found: the SGD family (with the flow time per step) or not."""
+
+    kind: str | None  #: ``"sgd"``, ``"heavy-ball momentum"``, ``"nesterov momentum"`` or ``None`` (Adam, ...)
+    learning_rate: float  #: eta (nan outside the SGD family)
+    momentum: float  #: beta (0 for plain SGD; nan outside the family)
+    per_step: float | None  #: flow time per step of the summed loss, eta / (1 - beta) (None: no step <-> time map)
+
+    def describe(self) -> str:
+        """One line for the report."""
+        if self.kind is None:
+            return "not of the SGD family (e.g. Adam): no step <-> time map, no flow reference"
+        mom = "" if self.kind == "sgd" else f", momentum {self.momentum:g}"
+        return f"{self.kind}, learning rate {self.learning_rate:g}{mom}"
+
+
+def step_map(name: str, optimizer: Any) -> StepMap:
+    r"""Recognise an optimiser of the SGD family by what it does: feed its optax transformation four fixed generic
+    gradients (twice, the second time doubled) at fixed parameters and fit the updates to
+    $u_k = -\sum_j c_j g_{k-j}$. Plain SGD is $c = (\eta, 0, \dots)$, heavy-ball momentum
+    $c_j = \eta\beta^j$, Nesterov $c_0 = \eta(1+\beta)$, $c_j = \eta\beta^{j+1}$ (``optax.sgd``'s ``trace``). Any
+    other transformation (Adam: not linear in the gradients; weight decay: not homogeneous) gets
+    ``kind=None``. ``ValueError`` (naming ``name``) for a member of the family that cannot descend: a
+    learning rate <= 0 or a momentum outside [0, 1)."""
+    tx = optimizer.build() if hasattr(optimizer, "build") else optimizer
+    g = quasi_random((4, 5), 0.7)  # fixed generic gradients and parameters (no key to carry)
+    p0 = quasi_random((5,), 1.9)
+    none = StepMap(None, float("nan"), float("nan"), None)
+
+    def updates(scale):
+        state, out = tx.init(p0), []
+        for k in range(4):
+            u, state = tx.update(scale * g[k], state, p0)
+            out.append(np.asarray(u, dtype=float))
+        return np.stack(out)
+
+    try:
+        u, u2 = updates(1.0), updates(2.0)
+    except Exception:  # noqa: BLE001  (a transformation that needs extra arguments: not plain SGD)
+        return none
+    gn = np.asarray(g)
+    if not np.all(np.isfinite(u)) or not np.allclose(u2, 2.0 * u, rtol=1e-9, atol=1e-300):
+        return none
+    # -u_k = sum_j c_j g_{k-j} for every coordinate: 20 equations in the 4 coefficients (least squares)
+    X = np.zeros((4, gn.shape[1], 4))
+    for k in range(4):
+        for j in range(k + 1):
+            X[k, :, j] = gn[k - j]
+    X, rhs = X.reshape(-1, 4), -u.reshape(-1)
+    c, *_ = np.linalg.lstsq(X, rhs, rcond=None)
+    if np.linalg.norm(X @ c - rhs) > 1e-9 * max(np.linalg.norm(rhs), 1e-300):
+        return none  # a linear filter of the gradients, but not a time-invariant one of this length
+    c = [float(v) for v in c]
+    c0, c1, c2, c3 = c
+    tol = 1e-8 * max(abs(c0), 1e-300)
+    if abs(c1) <= tol and abs(c2) <= tol and abs(c3) <= tol:
+        kind, eta, beta = "sgd", c0, 0.0
+    elif abs(c1) > tol:
+        beta = c2 / c1
+        if abs(c3 - beta * c2) > 1e-6 * max(abs(c2), 1e-300):
+            return none
+        if abs(c1 - beta * c0) <= 1e-6 * abs(c1):
+            kind, eta = "heavy-ball momentum", c0
+        elif beta != 0 and abs(c0 - (c1 / beta**2) * (1 + beta)) <= 1e-6 * abs(c0):
+            kind, eta = "nesterov momentum", c1 / beta**2
+        else:
+            return none
+    else:
+        return none
+    if not eta > 0:
+        raise invalid(name, "descend (a positive learning rate)", f"an SGD optimiser with learning rate {eta:g}")
+    if not 0.0 <= beta < 1.0:
+        raise invalid(name, "have a momentum in [0, 1) (at 1 or above the velocity never settles and the run "
+                            "does not descend)", f"{kind} with momentum {beta:g}")
+    return StepMap(kind, float(eta), float(beta), float(eta / (1.0 - beta)))
+
+
+class ModelRun(NamedTuple):
+    """What :func:`nqf.diagnose` computed (optimiser steps ``step``; flow time ``t = eta * step``): the prediction (the
+    NQF trained by the user's optimiser from the model's own $W(0)$, ``horizon`` times the run), how far the model is
+    from it along that path (``divergence``), the measurement (the model trained the same way), side by side in
+    ``comparison``, and the flow as a continuum reference."""
+
+    name: str  #: the model's class (or ``apply``'s) name
+    hypotheses: HypothesisCheck  #: Theorem 1's probes at the first input
+    As: Any  #: ``(m, p, p)`` or ``(m, o, p, p)``: A(x) on the data (None when too large to hold)
+    data: Any  #: the :class:`~nqf.model.NQFData` built from ``As`` (None with ``As``)
+    W0: np.ndarray  #: ``(p, d)`` the model's initial weights in the neuron packing
+    frozen: tuple  #: ``(path, shape)`` of every leaf shared by all neurons (held fixed in both runs)
+    form: str  #: how the NQF was evaluated: ``"rank-two"`` or ``"matrix-free"``
+    optimizer: StepMap  #: what probing the optimiser found (its kind, step size and momentum)
+    loss: str  #: the loss convention, in words
+    eta: float | None  #: flow time per optimiser step (None: no step <-> time map or a user's loss)
+    num_steps: int  #: the model's training steps
+    quadratic_error: float  #: e(0): |f(W0) - f_x(0) - Q(W0)| / |Q(W0)| on the probe set
+    nqf_steps: np.ndarray  #: ``(S,)`` steps of the prediction's records (to horizon * num_steps)
+    nqf_eigs: np.ndarray  #: ``(S, r)`` eigenvalues of M along the prediction, descending
+    nqf_loss: np.ndarray  #: ``(S,)`` the prediction's loss (the user's convention)
+    divergence: np.ndarray  #: ``(S,)`` e(s): the model at the predicted weights against the NQF there
+    comparison: Comparison  #: the predicted (NQF) and measured (model) runs side by side
+    eigs_module: np.ndarray  #: ``(T, r)`` eigenvalues of M = W W^T of the trained model at comparison.steps
+    eigs_nqf: np.ndarray  #: ``(T, r)`` the same for the prediction (its first T records)
+    flow_ts: np.ndarray  #: ``(F,)`` flow save times (empty without a flow)
+    flow_loss: np.ndarray  #: ``(F,)`` NQF loss along the flow
+    flow_eigs: np.ndarray  #: ``(F, r)`` eigenvalues of M(t), descending
+    threshold: float  #: the relative gap that ends the measured agreement window
+    record_every: int  #: recording interval of the runs (steps)
+    diverged: str | None  #: why a run diverged (None: neither did)
+
+
+DENSE_LIMIT = 20_000_000  #: A(x) entries (m * o * p^2, 160 MB) up to which the (m, o, p, p) stack is formed
+DIVERGED = 1e3  #: a run whose loss exceeds this many times its initial loss (or is not finite) has diverged
+
+
+def _default_every(num_steps: int, target: int) -> int:
+    lo = max(1, -(-num_steps // target))
+    return next(k for k in range(lo, num_steps + 1) if num_steps % k == 0)
+
+
+def _loss_words(loss, o: int) -> tuple[str, float | None]:
+    """The loss in words and the factor of its flow time over :data:`nqf.model.mse`'s (None: a user's loss)."""
+    outs = f"the {o} outputs" if o > 1 else "the output"
+    if isinstance(loss, MSE) and loss.samples == "mean":
+        if loss.outputs == "sum":
+            return f"mean over samples of the squared error summed over {outs} (nqf.model.mse, Eq. 26, no 1/2)", 1.0
+        return f"mean over samples and over {outs} of the squared error (no 1/2)", 1.0 / o
+    if not callable(loss):
+        raise wrong_kind("loss", "be an nqf.model.MSE or a callable loss(outputs, targets) -> scalar", type(loss).__name__)
+    return f"the user's loss {getattr(loss, '__name__', type(loss).__name__)}(outputs, targets)", None
+
+
+def _eigs(grams):
+    g = np.asarray(grams, dtype=float)
+    with np.errstate(all="ignore"):
+        ok = np.all(np.isfinite(g), axis=(-1, -2))
+        e = np.full(g.shape[:-1], np.nan)
+        if ok.any():
+            e[ok] = np.linalg.eigvalsh(g[ok])[..., ::-1]
+    return e
+
+
+def _divergence(f, q, f0):
+    """e(s) = |f - q| / |q - f0| over the probe set at each record (records on axis 0)."""
+    f, q, f0 = (np.asarray(v, dtype=float) for v in (f, q, f0))
+    T = f.shape[0]
+    num = np.linalg.norm((f - q).reshape(T, -1), axis=1)
+    den = np.linalg.norm((q - f0[None]).reshape(T, -1), axis=1)
+    with np.errstate(all="ignore"):
+        e = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+    return e
+
+
+def _run_diverged(label, batch_loss, final, lr_note):
+    bl = np.asarray(batch_loss, dtype=float)
+    allv = np.concatenate([bl, [float(final)]])
+    L0 = allv[0]
+    bad = ~np.isfinite(allv)
+    big = np.abs(allv) > DIVERGED * max(abs(L0), 1e-300)
+    if not (bad.any() or big.any()):
+        return None
+    k = int(np.argmax(bad | big))
+    what = "became non-finite" if bad[k] else f"grew from {L0:.4g} to {allv[k]:.3g}"
+    return f"the {label}'s loss {what} by step {k}: the optimiser diverges ({lr_note})"
+
+
+
+
+def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
+    """The dense A(x) stack (when small enough) and the NQF's flow from M(0) (when ``eta`` is known)."""
+    params, m, o, p = run_inputs
+    As = nqf_data = None
+    fts = floss = feigs = np.zeros((0,))
+    if m * o * p * p <= DENSE_LIMIT:
+        As = q.structure(*((xs,) if q.model is not None else (params, xs)), batch=True)
+        if As.ndim <= 4:
+            nqf_data = NQFData(As, ys, f0=f0)
+    if eta is not None and nqf_data is not None:
+        fts = log_times(t_end, int(flow_points), t_min=eta)
+        sol = gradient_flow(W0 @ W0.T, nqf_data, fts, rtol=1e-6, atol=1e-12, solver="tsit5")
+        Ms = np.asarray(sol.ys)
+        floss = np.asarray(jax.vmap(lambda M: mse_loss(M, nqf_data))(jnp.asarray(Ms))) * time_factor
+        feigs, fts = _eigs(Ms)[:, : min(W0.shape)], np.asarray(fts)
+    return As, nqf_data, fts, floss, feigs
+
+
+def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: int, params: Any = None,
+             loss: Callable = mse, track: Track | None = None, flow_points: int = 160) -> "Diagnosis":
     r"""What the NQF says about your model, in one call: Theorem 1's hypotheses; the **prediction**, the NQF
     $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$ trained by your own optimiser and loss from the model's own $W(0)$ (the
     exact discrete NQF dynamics: SGD, momentum and Adam alike), with its plateau ends read by the rule of this
-    module, in steps; the **measurement**, the model trained the same way; how far the model is from its NQF
-    along the prediction (the quadratic-regime error, which sets the range of validity and each tolerance);
-    and, for SGD-family optimisers, the NQF's gradient flow as the continuum reference with the optimiser's lag
-    behind it. Frozen leaves, the loss convention and the optimiser found are printed; a diverged run is
-    flagged with a warning that names the cause, and gets no plateau table.
+    module, in steps; the **measurement**, the model trained the same way (both by
+    :func:`nqf.compare_with_nqf`); how far the model is from its NQF along the prediction (the quadratic-regime
+    error, which sets the range of validity and each tolerance); and, for SGD-family optimisers, the NQF's gradient
+    flow as the continuum reference with the optimiser's lag behind it. A diverged run is flagged with a warning
+    that names the cause, and gets no plateau table.
 
     Args:
-        model: a callable ``equinox.Module`` (neurons along ``neuron_axes``, or its method ``neuron_axes()``),
-            or the parameters of ``apply`` (a dict of arrays, a flax model's variables).
+        model: an equinox Module (neurons along its method ``neuron_axes()``), or
+            :func:`nqf.structure.quadratic_form` of any model (an ``apply`` with ``neuron_axes``; ``form``:
+            ``"auto"``, rank-two factors when the model has them, or ``"matrix-free"``).
         data: ``(xs, ys)``, targets ``(m,)`` or ``(m, o)``; full batch.
-        optimizer: any optax optimiser (``optax.sgd(0.05)``, ``optax.sgd(0.05, momentum=0.9, nesterov=True)``,
-            ``optax.adam(1e-3)``) or :func:`nqf.training.optimizer`.
+        optimizer: any optax optimiser or :func:`nqf.training.optimizer`.
         num_steps: optimiser steps of the model's run.
-        apply: ``apply(params, x)`` (``None`` for an equinox Module; ``flax_model.apply`` for flax linen).
-        neuron_axes: the neuron axis of each parameter leaf (as ``jax.vmap``'s ``in_axes``; ``None`` = shared,
-            held fixed and listed in the report).
-        loss: ``"sum"`` (the package's :func:`nqf.model.mse`, summed over outputs), ``"mean"`` (averaged over
-            outputs) or your own ``loss(outputs, targets) -> scalar``.
-        options: of :func:`nqf.training.model_run` (``record_every``, ``threshold``, ``n_probe``, ``horizon``,
-            ``flow_points``, ``nqf_form``).
+        params: the parameters of an ``apply`` (``None`` for an equinox Module).
+        loss: :data:`nqf.model.mse` (summed over outputs), ``nqf.model.MSE(outputs="mean")`` or your own
+            ``loss(outputs, targets) -> scalar``.
+        track: the probe (default: the first 64 inputs), ``record_every`` (default: about 1000 records, 200
+            when ``min(p, d) > 64``), ``horizon`` (default 2: the prediction runs twice the model's steps) and
+            the agreement rule (:class:`nqf.training.Agreement`: its threshold also bounds twice the mean
+            quadratic-regime error inside the range of validity); its quantities are the diagnosis's own.
+        flow_points: save times of the flow reference (log-spaced from one step).
 
     Returns:
         a :class:`nqf.solutions.Diagnosis` (``print`` it; ``.plot()``).
     """
-    run = model_run(model, data, optimizer, num_steps, apply=apply, neuron_axes=neuron_axes, loss=loss, **options)
+    run = _model_run(model, data, optimizer, num_steps, params, loss, track, flow_points)
     return Diagnosis(run, read_plateaus(run))
+
+
+def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_points) -> ModelRun:
+    q = model if isinstance(model, QuadraticForm) else quadratic_form(model)
+    params = q.model if q.model is not None else params
+    check_float64("model", params, q.name, also="for a flax model, create its parameters in float64: "
+                  "nn.Dense(..., param_dtype=jnp.float64) (linen) or nnx.Linear(..., param_dtype=jnp.float64, "
+                  "rngs=...) (nnx)")
+    W0, layout = neuron_weights(params, q.neuron_axes(params))
+    p, d = layout.p, layout.d
+    every = None if track is None else track.record_every
+    if every is None or track is None:
+        every = _default_every(num_steps, 1000 if min(p, d) <= 64 else 200)
+    track = Track(("step_loss", "outputs", "model_outputs", "gram"), 64 if track is None else track.probe,
+                  record_every=every, horizon=2.0 if track is None else track.horizon,
+                  agreement=Track().agreement if track is None else track.agreement)
+    sm = step_map("optimizer", optimizer)
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
+        raise invalid("data", "be a pair (xs, ys) (full batch)", type(data).__name__)
+    ys = jnp.asarray(data[1])
+    o = int(np.prod(np.shape(ys)[1:], dtype=int))
+    loss_text, time_factor = _loss_words(loss, o)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # divergence is reported below, naming its cause
+        c = compare_with_nqf(q, data, optimizer, num_steps=num_steps, params=None if q.model is not None else params,
+                             loss=loss, track=track)
+    lr_note = (f"learning rate {sm.learning_rate:g}: lower it" if sm.kind else "lower the learning rate")
+    rm, rq = c.module, c.nqf
+    diverged = (_run_diverged("NQF", c.batch_loss["nqf"], rq["step_loss"][-1], lr_note)
+                or _run_diverged("model", c.batch_loss["module"], rm["step_loss"][-1], lr_note))
+    if diverged:
+        warnings.warn(f"nqf.diagnose of {q.name}: {diverged}; no plateau prediction is made", RuntimeWarning,
+                      stacklevel=3)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverged run was reported above, with its cause
+        div = _divergence(rq["model_outputs"], rq["outputs"], np.asarray(c.offsets[1]))
+        T = len(c.steps)
+        eig_q, eig_m = _eigs(rq["gram"])[:, : min(p, d)], _eigs(rm["gram"])[:, : min(p, d)]
+    rm["loss"], steps_q = rm["step_loss"], np.arange(0, every * len(rq["gram"]), every)
+    xs = jax.tree_util.tree_map(jnp.asarray, data[0])
+    eta = None if (sm.per_step is None or time_factor is None) else sm.per_step * time_factor
+    flow_eta = None if diverged else eta
+    As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
+                                            None if eta is None else eta * steps_q[-1], flow_points, time_factor)
+    frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
+                   for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0],
+                                              jax.tree_util.tree_leaves(q.neuron_axes(params), is_leaf=lambda v: v is None))
+                   if a is None and eqx.is_array(leaf))
+    return ModelRun(q.name, c.hypotheses, As, nqf_data, np.asarray(W0), frozen, c.form, sm, loss_text,
+                    eta, num_steps, float(div[0]), steps_q, eig_q,
+                    np.asarray(rq["step_loss"]), div, c, eig_m, eig_q[:T], fts, floss, feigs,
+                    float(track.agreement.threshold), int(every), diverged)

@@ -21,12 +21,13 @@ from ._feedforward import feedforward_splits as feedforward_splits
 from ._pytree import NeuronLayout as NeuronLayout
 from ._pytree import neuron_weights as neuron_weights
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
-from ._pytree import pytree_structure_stack as pytree_structure_stack
 from ._autodiff import structure_reports as structure_reports
 from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses
 from ._matrix_free import nqf_output as nqf_output
-from ._pytree import NeuronPacking as NeuronPacking
+from ._neurons import NeuronPacking as NeuronPacking
+from ._quadratic import QuadraticForm as QuadraticForm
+from ._quadratic import quadratic_form as quadratic_form
 
 __all__ = [
     "check_hypotheses",
@@ -42,7 +43,8 @@ __all__ = [
     "NeuronPacking",
     "nqf_output",
     "pytree_structure_matrix",
-    "pytree_structure_stack",
+    "quadratic_form",
+    "QuadraticForm",
     "remainder_scaling",
     "RemainderScaling",
     "representation",
@@ -60,17 +62,10 @@ __all__ = [
 from ._autodiff import structure_error as structure_error
 from ._expansion import nqf_expansion as nqf_expansion
 from ._feedforward import split_weights as split_weights
-from ._pytree import pytree_structure_report as pytree_structure_report
 from ._matrix_free import module_out as module_out
 from ._matrix_free import nqf_out as nqf_out
 from ._matrix_free import require_hypotheses as require_hypotheses
 from ._models import call_module as call_module
-from ._models import model_function as model_function
-from ._models import model_name as model_name
-from ._models import model_neuron_axes as model_neuron_axes
-from ._models import module_function as module_function
 from ._neurons import split_params as split_params
-from ._lowrank import RankTwoForm as RankTwoForm
-from ._lowrank import rank_two_form as rank_two_form
-from ._lowrank import tree_packing as tree_packing
+from ._quadratic import Evaluation as Evaluation
 from ._lowrank import quasi_random as quasi_random

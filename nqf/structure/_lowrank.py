@@ -185,13 +185,3 @@ def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
         return None
     out_shape = tuple(jax.eval_shape(lambda t, x: apply(eqx.combine(t, frozen), x), tr, xs[0]).shape)
     return RankTwoForm(a, Bj, out_shape)
-
-
-def tree_packing(tr, axes) -> Any:
-    """The :class:`~nqf.structure.NeuronPacking` of every leaf of ``tr`` (the neuron leaves of a split) along
-    ``axes``: the same rows as the model's packing (:func:`nqf.structure.neuron_weights`)."""
-    from ._pytree import NeuronPacking
-
-    leaves, treedef = jax.tree_util.tree_flatten(tr)
-    shapes = tuple(tuple(n for k, n in enumerate(l.shape) if k != a) for l, a in zip(leaves, axes))
-    return NeuronPacking(treedef, tuple(range(len(leaves))), tuple(axes), shapes)

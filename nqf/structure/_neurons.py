@@ -1,71 +1,128 @@
-r"""Neuron axes of a parameter pytree: which leaves hold the interchangeable neurons (Def. 1).
+r"""Neuron axes of a parameter pytree: which leaves hold the interchangeable neurons (Def. 1), and THE packing.
 
-A parameter pytree (a dict of arrays, an ``equinox.Module``) stores neuron $i$ spread over several
-arrays. Its **neuron axes** are given the way ``jax.vmap``'s ``in_axes`` are: a prefix pytree of
-ints, ``None`` for a leaf shared by all neurons. One home for the parsing, used by the autodiff
-structure matrices of pytrees (:mod:`nqf.structure`) and by the trainers of :mod:`nqf.training`.
+A model (a dict of arrays, flax variables, an ``equinox.Module``) stores neuron $i$ spread over several arrays. Its
+**neuron axes** are given the way ``jax.vmap``'s ``in_axes`` are: a prefix pytree of ints, ``None`` for a leaf shared
+by all neurons; or the equinox way, a copy of the model with ints at the neuron leaves
+(``eqx.tree_at(lambda m: (m.layers[0].weight, m.layers[1].weight), jax.tree_util.tree_map(lambda _: None, mlp),
+replace=(0, 1), is_leaf=lambda x: x is None)``, or ``replace`` on the model itself). The model's non-array leaves
+(an activation function) are ignored, as ``eqx.filter`` ignores them, and so is a model array left in place of an
+axis (shared). :class:`NeuronPacking` packs the neuron leaves into one $W\in\mathbb R^{p\times d}$: rows over the
+neuron leaves in pytree order, inside a leaf over its other axes in C order; column $i$ is neuron $i$.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
 
 from .._checks import invalid
 
 
-def is_axis_leaf(a) -> bool:
-    return a is None or isinstance(a, (int, np.integer))
+def _is_none(a) -> bool:
+    return a is None
 
 
-def broadcast_axes(params, neuron_axes, name: str = "params"):
-    """Neuron axis of every leaf of ``params`` (a prefix pytree, like vmap's ``in_axes``)."""
-    if is_axis_leaf(neuron_axes):
-        return jax.tree_util.tree_map(lambda _: neuron_axes, params)
-    try:
-        return jax.tree_util.tree_map(
-            lambda a, sub: jax.tree_util.tree_map(lambda _: a, sub), neuron_axes, params, is_leaf=is_axis_leaf)
-    except ValueError as err:
-        raise invalid(
-            "neuron_axes", f"be a prefix of the parameter pytree `{name}` (as vmap's in_axes are of its "
-                           f"arguments), with ints or None at its leaves", f"a mismatch: {err}") from err
-
-
-def neuron_leaves(params, neuron_axes, name: str = "params"):
-    """Validated neuron leaves: ``(leaves, treedef, axes)`` with ``axes[i]`` the non-negative neuron
-    axis of leaf ``i`` or ``None``, and ``d``, the common number of neurons."""
-    axes = broadcast_axes(params, neuron_axes, name)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    flat_a = treedef.flatten_up_to(axes)
-    out, sizes = [], []
-    for i, (leaf, a) in enumerate(zip(leaves, flat_a)):
-        if a is None:
+def axes_spec(neuron_axes) -> tuple:
+    """``neuron_axes`` as a hashable value ``(treedef, leaves)``: ints kept, ``None``, a model array or a model's
+    non-array leaf (an activation) as ``None``; anything else refused."""
+    leaves, treedef = jax.tree_util.tree_flatten(neuron_axes, is_leaf=_is_none)
+    out = []
+    for i, a in enumerate(leaves):
+        if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
+            out.append(int(a))
+        elif a is None or eqx.is_array(a) or callable(a):
             out.append(None)
-            continue
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+        else:
             raise invalid("neuron_axes", f"hold an int or None at leaf {i}", repr(a))
-        if not eqx.is_inexact_array(leaf):
-            raise invalid("neuron_axes", f"give None to leaf {i} of `{name}`, which is not a float array "
-                                         f"({type(leaf).__name__})", f"an axis ({a})")
-        if not -leaf.ndim <= a < leaf.ndim:
-            raise invalid("neuron_axes", f"give leaf {i} of `{name}` of shape {leaf.shape} a neuron axis in range", f"neuron axis {a}, which is out of range")
-        out.append(int(a) % leaf.ndim)
-        sizes.append(leaf.shape[a])
+    return treedef, tuple(out)
+
+
+def flat_axes(params, spec: tuple, name: str = "params") -> tuple[tuple, int]:
+    """The neuron axis (non-negative) or ``None`` of every leaf of ``params``, and ``d``, the number of neurons."""
+    treedef, spec_leaves = spec
+    try:
+        subtrees = treedef.flatten_up_to(params)
+    except (ValueError, TypeError) as err:
+        raise invalid("neuron_axes", f"be a prefix of the parameter pytree `{name}` (as vmap's in_axes are of its "
+                                     f"arguments), with ints or None at its leaves", f"a mismatch: {err}") from err
+    out, sizes = [], []
+    for a, sub in zip(spec_leaves, subtrees):
+        for leaf in jax.tree_util.tree_leaves(sub):
+            i = len(out)
+            if a is None or not eqx.is_array(leaf):  # shared, or not an array (ignored, as eqx.filter does)
+                out.append(None)
+                continue
+            if not eqx.is_inexact_array(leaf):
+                raise invalid("neuron_axes", f"give None to leaf {i} of `{name}`, which is not a float array "
+                                             f"({leaf.dtype})", f"an axis ({a})")
+            if not -leaf.ndim <= a < leaf.ndim:
+                raise invalid("neuron_axes", f"give leaf {i} of `{name}` of shape {leaf.shape} a neuron axis in "
+                                             "range", f"neuron axis {a}, which is out of range")
+            out.append(a % leaf.ndim)
+            sizes.append(leaf.shape[a])
     if not sizes:
         raise invalid("neuron_axes", f"mark at least one leaf of `{name}` as a neuron leaf",
                       "no leaf marked (every axis None)")
     if len(set(sizes)) != 1:
         raise invalid(name, "have the same number of neurons d along the neuron axis of every neuron leaf",
                       f"sizes {sizes}")
-    return leaves, treedef, tuple(out), int(sizes[0])
+    return tuple(out), int(sizes[0])
 
 
 def split_params(params, neuron_axes, *, name: str = "W0"):
-    """``(trainable, frozen, axes, d)``: the neuron leaves (inexact arrays with an int axis), the rest,
-    the neuron axes of the trainable leaves in order, and the number of neurons."""
-    leaves, treedef, axes, d = neuron_leaves(params, neuron_axes, name)
-    mask_tree = jax.tree_util.tree_unflatten(treedef, [a is not None for a in axes])
-    trainable, frozen = eqx.partition(params, mask_tree)
+    """``(trainable, frozen, axes, d)``: the neuron leaves, the rest (shared leaves and non-arrays), the neuron
+    axes of the trainable leaves in order, and the number of neurons."""
+    axes, d = flat_axes(params, axes_spec(neuron_axes), name)
+    treedef = jax.tree_util.tree_structure(params)
+    trainable, frozen = eqx.partition(params, jax.tree_util.tree_unflatten(treedef, [a is not None for a in axes]))
     return trainable, frozen, tuple(a for a in axes if a is not None), d
 
+
+class NeuronPacking(eqx.Module):
+    """THE neuron packing as a value (hashable, every field static): ``pack(params) -> W (p, d)`` and its inverse
+    ``unpack(W, params)``, for the pytrees of one structure (``treedef``). Rows of ``W`` run over the neuron leaves
+    (flat positions ``index``, neuron axes ``axes``), inside a leaf over its other axes (``shapes``) in C order;
+    column ``i`` is neuron ``i``. Called, it packs (a ``linear_map`` for the trainer's records)."""
+
+    treedef: Any = eqx.field(static=True)
+    index: tuple = eqx.field(static=True)
+    axes: tuple = eqx.field(static=True)
+    shapes: tuple = eqx.field(static=True)
+
+    @classmethod
+    def of(cls, params, axes) -> "NeuronPacking":
+        """The packing of ``params`` whose leaf ``i`` has neuron axis ``axes[i]`` (``None``: not a neuron leaf)."""
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        keep = [(i, a, tuple(n for k, n in enumerate(np.shape(leaves[i])) if k != a))
+                for i, a in enumerate(axes) if a is not None]
+        return cls(treedef, *(tuple(c) for c in zip(*keep)))
+
+    @property
+    def p(self) -> int:
+        """Parameters per neuron."""
+        return sum(int(np.prod(s, dtype=int)) for s in self.shapes)
+
+    def pack(self, params) -> Float[Array, "p d"]:
+        """The neuron leaves of ``params`` as one ``(p, d)`` matrix."""
+        leaves = self.treedef.flatten_up_to(params)
+        cols = [jnp.reshape(jnp.moveaxis(leaves[i], a, -1), (-1, leaves[i].shape[a]))
+                for i, a in zip(self.index, self.axes)]
+        return jnp.concatenate(cols, axis=0)
+
+    def unpack(self, W: Float[Array, "p d"], params) -> Any:
+        """``params`` with its neuron leaves taken from ``W`` (any width ``d``); other leaves unchanged."""
+        leaves = list(self.treedef.flatten_up_to(params))
+        r0, width = 0, W.shape[1]
+        for i, a, shape in zip(self.index, self.axes, self.shapes):
+            n = int(np.prod(shape, dtype=int))
+            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, a)
+            r0 += n
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+    def __call__(self, params) -> Float[Array, "p d"]:
+        return self.pack(params)

@@ -1,15 +1,10 @@
 r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser.
 
 **The room.** :mod:`nqf.training` is where weights are trained and compared with their NQF: this file's
-:func:`train` is the one loop (everything that trains weights is a configuration of it), :mod:`._losses`
-holds the shared loss and record values, :mod:`._compare` trains a module beside its NQF
-(:func:`~nqf.training.compare_with_nqf`, one :class:`~nqf.training.Comparison`), :mod:`._report` runs a
-user's model against its NQF *and* its flow (:func:`~nqf.training.model_run`) and :mod:`._agreement` is the
-one agreement rule (one gap, one first crossing). Below it sit the NQF's exact maps (:mod:`nqf.updates`),
-its ODE (:mod:`nqf.flow`) and $A(x)$ (:mod:`nqf.structure`); above it, the closed forms that read its runs
-(:mod:`nqf.solutions`). There is no second trainer: the chapters' runs (Figs. 2-8) are recipes beside their
-notebooks (``notebooks/chNN_*.py``), each a configuration of :func:`train` or of
-:func:`~nqf.training.compare_with_nqf`.
+:func:`train` is the one loop (everything that trains weights is a configuration of it), :mod:`._compare` the one
+side-by-side runner (:func:`~nqf.training.compare_with_nqf`) and :mod:`._agreement` the one agreement rule. The
+chapters' runs (Figs. 2-8) are recipes beside their notebooks (``notebooks/chNN_*.py``), each a configuration of
+:func:`train` or of :func:`~nqf.training.compare_with_nqf`.
 
 Every run of the package that trains weights (a module beside its NQF, online SGD on a teacher,
 several models side by side, the Fourier MLP of Fig. 5, plain GD on $W$) is a configuration of
@@ -59,6 +54,7 @@ from .._checks import check_positive
 from .._checks import check_record_every
 from .._checks import failed, invalid, wrong_kind
 from .._types import Names
+from ..model import mse_loss
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
 #: the most steps one call takes, summed over its vmapped runs: the run keeps one loss per step in memory
@@ -538,3 +534,31 @@ def train(
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)
     return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first, climbed)
+
+
+# ------------------------------------------------------------------ a user's functions as the trainer's values
+class BatchLoss(eqx.Module):
+    """A loss ``fn(params, batch)`` as the trainer's ``loss(params, batch, args)``. ``fn`` is static: pass the same
+    function object to reuse the compiled run."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, params, batch, args):
+        return self.fn(params, batch)
+
+
+class Record(eqx.Module):
+    """A function ``fn(params)`` as the trainer's ``record(params, args)`` (``fn`` static)."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, params, args):
+        return self.fn(params)
+
+
+class NQFLoss(eqx.Module):
+    r"""The NQF's loss in its weights, $\mathcal L(WW^\top)$ (Eq. 26, :func:`nqf.model.mse_loss`), on the batch, an
+    :class:`~nqf.model.NQFData` (``train(NQFLoss(), W0, opt, data=nqf_data, ...)``)."""
+
+    def __call__(self, W, batch, args):
+        return mse_loss(W @ W.T, batch)
