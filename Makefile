@@ -61,7 +61,7 @@ ROOT_FLAG := $(shell test "$$(id -u)" -eq 0 && echo --allow-root)
 NQF_FIDELITY ?= quick
 # At quick, XLA's compile-light CPU setting of the runner (nqfbook.processes.QUICK_XLA_FLAG).
 lab: venv
-	NQF_FIDELITY=$(NQF_FIDELITY) XLA_FLAGS="$$($(PY) -c 'import os, sys; from nqfbook.processes import xla_flags; \
+	NQF_FIDELITY=$(NQF_FIDELITY) EQX_ON_ERROR=$${EQX_ON_ERROR:-nan} XLA_FLAGS="$$($(PY) -c 'import os, sys; from nqfbook.processes import xla_flags; \
 	  print(xla_flags(sys.argv[1], os.environ.get("XLA_FLAGS", "")))' $(NQF_FIDELITY))" \
 	  $(PY) -m jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 

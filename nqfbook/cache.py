@@ -3,7 +3,7 @@
 A chapter's key hashes what the chapter imports and is given: every file under ``nqf/`` (the
 science) and ``nqfbook/kit/`` (the chapter kit), Python files next to the chapters, the
 pins (``pyproject.toml``, ``requirements-lock.txt``), the notebook, its fidelity and parameters, ``XLA_FLAGS``,
-the module a ``-p`` import path names (``-p model=my_models:make``: its source file), and the
+``EQX_ON_ERROR`` (when not the runner's ``nan``), the module a ``-p`` import path names (``-p model=my_models:make``: its source file), and the
 versions of Python, papermill and the normalisation. The runner itself (the rest of ``nqfbook/``) is
 not part of it: editing the tool re-executes nothing.
 
@@ -85,6 +85,8 @@ def cache_key(notebook: Path, tree_hash: str, fidelity: str, parameters: dict, *
     }
     if os.environ.get("XLA_FLAGS"):  # compiler settings change results in the last digits (quick: QUICK_XLA_FLAG)
         payload["xla_flags"] = os.environ["XLA_FLAGS"]
+    if os.environ.get("EQX_ON_ERROR", "nan") != "nan":  # equinox's error mode, when not the runner's own
+        payload["eqx_on_error"] = os.environ["EQX_ON_ERROR"]
     if sources:  # only then: the keys of runs without such a parameter stay what they were
         payload["sources"] = sorted(
             (k, str(p), sha256_file(Path(p)) if Path(p).is_file() else "missing") for k, p in sources.items())
