@@ -132,7 +132,9 @@ def _diag(*, xs=None, ys=None, opt=None, model=None, steps=10, **options):
     xs = good_x if xs is None else xs
     ys = 0.5 * good_x[:, :2] if ys is None else ys
     model = net if model is None else model(net)
-    return nqf.diagnose(model, (xs, ys), optax.sgd(0.05) if opt is None else opt, steps, **options)
+    if "n_probe" in options:  # the probe size is now the diagnosis's Track(probe=n)
+        options["track"] = nqf.training.Track(probe=options.pop("n_probe"))
+    return nqf.diagnose(model, (xs, ys), optax.sgd(0.05) if opt is None else opt, num_steps=steps, **options)
 
 
 def _odd_model(kind):

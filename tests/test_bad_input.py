@@ -99,7 +99,7 @@ def _good_data():
 
 
 def _state():
-    return updates.sgd_state(M0, MU0)
+    return updates._discrete.sgd_state(M0, MU0)
 
 
 def _sym_not_psd():
@@ -135,12 +135,12 @@ for _arg in ("height", "width", "kh", "kw"):
 case("cnn kernel larger than image", ValueError, "kh")(lambda: architectures.cnn(3, 3, 4, 2))
 case("cnn activation not callable", TypeError, "activation")(lambda: architectures.cnn(4, 4, 2, 2, activation=3))
 
-case("mixture_of_experts k=0", ValueError, "k")(lambda: architectures.mixture_of_experts(0))
-case("mixture_of_experts k=1.5", TypeError, "k")(lambda: architectures.mixture_of_experts(1.5))
+case("mixture_of_experts k=0", ValueError, "k")(lambda: architectures._modules.mixture_of_experts(0))
+case("mixture_of_experts k=1.5", TypeError, "k")(lambda: architectures._modules.mixture_of_experts(1.5))
 case("mixture_of_experts gate not callable", TypeError, "gate")(
-    lambda: architectures.mixture_of_experts(3, gate="tanh"))
-case("phase_retrieval n=0", ValueError, "n")(lambda: architectures.phase_retrieval(0))
-case("phase_retrieval n='2'", TypeError, "n")(lambda: architectures.phase_retrieval("2"))
+    lambda: architectures._modules.mixture_of_experts(3, gate="tanh"))
+case("phase_retrieval n=0", ValueError, "n")(lambda: architectures._modules.phase_retrieval(0))
+case("phase_retrieval n='2'", TypeError, "n")(lambda: architectures._modules.phase_retrieval("2"))
 case("diagonal_linear_network n=-2", ValueError, "n")(lambda: architectures.diagonal_linear_network(-2))
 case("diagonal_linear_network n=2.0", TypeError, "n")(lambda: architectures.diagonal_linear_network(2.0))
 case("qk_attention N=0", ValueError, "N")(lambda: architectures.qk_attention(3, 0, 2))
@@ -257,11 +257,11 @@ case("nqf_sgd data not NQFData", TypeError, "data")(
     lambda: updates.nqf_sgd(_state(), (jnp.ones((4, 3, 3)), jnp.ones(4)), BATCHES, eta=0.1, d=3))
 case("nqf_sgd state not a state", TypeError, "state")(lambda: updates.nqf_sgd(M0, DATA, BATCHES, eta=0.1, d=3))
 case("nqf_sgd_step M not PSD silent", ValueError, "M")(
-    lambda: updates.nqf_sgd_step(updates.sgd_state(_sym_not_psd(), MU0), DATA, eta=0.1, d=3))
-case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: updates.nqf_sgd_step(_state(), DATA, eta=0.1, d=2.5))
-case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: updates.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
-case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: updates.sgd_state(M0, jnp.ones(4)))
-case("sgd_state M not square", BAD_INPUT, "M")(lambda: updates.sgd_state(jnp.ones((3, 2)), MU0))
+    lambda: updates._discrete.nqf_sgd_step(updates._discrete.sgd_state(_sym_not_psd(), MU0), DATA, eta=0.1, d=3))
+case("nqf_sgd_step d=2.5 silent", TypeError, "d")(lambda: updates._discrete.nqf_sgd_step(_state(), DATA, eta=0.1, d=2.5))
+case("nqf_sgd_step eta=0", ValueError, "eta")(lambda: updates._discrete.nqf_sgd_step(_state(), DATA, eta=0.0, d=3))
+case("sgd_state mu wrong length", BAD_INPUT, "mu")(lambda: updates._discrete.sgd_state(M0, jnp.ones(4)))
+case("sgd_state M not square", BAD_INPUT, "M")(lambda: updates._discrete.sgd_state(jnp.ones((3, 2)), MU0))
 case("nqf_sgd momentum=1", ValueError, "momentum")(
     lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.0))
 case("nqf_sgd batch index 4 with m=4 (momentum)", ValueError, "batches")(
@@ -302,14 +302,14 @@ case("log_times t_min > t_max", ValueError, "t_min")(lambda: flow.log_times(1.0,
 
 
 case("compare_with_nqf optimizer string", TypeError, "optimizer")(
-    lambda: training.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, "adam", 5))
+    lambda: training.compare_with_nqf(_mlp(), None, "adam", num_steps=5, params=jnp.ones((4, 3))))
 case("compare_with_nqf num_steps=0", ValueError, "num_steps")(
-    lambda: training.compare_with_nqf(_mlp(), jnp.ones((4, 3)), None, optax.sgd(0.1), 0))
+    lambda: training.compare_with_nqf(_mlp(), None, optax.sgd(0.1), num_steps=0, params=jnp.ones((4, 3))))
 case("compare_with_nqf key=42", TypeError, "key")(
-    lambda: training.compare_with_nqf(_mlp(), 0.1 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)),
-                                      optax.sgd(0.1), 5, key=42))
-case("compare_with_nqf module not callable", TypeError, "module")(
-    lambda: training.compare_with_nqf("mlp", jnp.ones((4, 3)), None, optax.sgd(0.1), 5))
+    lambda: training.compare_with_nqf(_mlp(), (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), num_steps=5,
+                                      params=0.1 * jnp.ones((4, 3)), key=42))
+case("compare_with_nqf module not callable", TypeError, "model")(
+    lambda: training.compare_with_nqf("mlp", None, optax.sgd(0.1), num_steps=5, params=jnp.ones((4, 3))))
 case("compress d=0", ValueError, "d")(lambda: updates.compress(_state(), DATA, d=0, eta=0.1))
 case("compress eta=-1", ValueError, "eta")(lambda: updates.compress(_state(), DATA, d=3, eta=-1.0))
 case("compress rtol=0", ValueError, "rtol")(lambda: updates.compress(_state(), DATA, d=3, eta=0.1, rtol=0.0))
@@ -383,8 +383,8 @@ case("proportional_dataset ys and cs lengths differ", BAD_INPUT, "ys")(
 case("gaussian_init p=0", ValueError, "p")(lambda: datasets.gaussian_init(0, 3, 0.1, seed=0))
 case("gaussian_init d=1.5", TypeError, "d")(lambda: datasets.gaussian_init(3, 1.5, 0.1, seed=0))
 case("gaussian_init sigma=-0.1", ValueError, "sigma")(lambda: datasets.gaussian_init(3, 3, -0.1, seed=0))
-case("power_law_spectrum K=0", ValueError, "K")(lambda: datasets.power_law_spectrum(0, 1.5, 1.0, eps=1e-3))
-case("power_law_spectrum eps=0", ValueError, "eps")(lambda: datasets.power_law_spectrum(8, 1.5, 1.0, eps=0.0))
+case("power_law_spectrum K=0", ValueError, "K")(lambda: datasets._spectra.power_law_spectrum(0, 1.5, 1.0, eps=1e-3))
+case("power_law_spectrum eps=0", ValueError, "eps")(lambda: datasets._spectra.power_law_spectrum(8, 1.5, 1.0, eps=0.0))
 case("sample_power_law m=0", ValueError, "m")(lambda: datasets.sample_power_law(0, 1.5, 1.0, eps=1e-3))
 case("fourier_dataset P=0", ValueError, "P")(lambda: datasets.fourier_dataset(P=0, M=256))
 case("teacher_dataset module not callable", TypeError, "module")(
@@ -420,7 +420,7 @@ case("cnn activation string", TypeError, "activation")(
 case("two_layer_mlp activation string, unchecked", TypeError, "activation")(
     lambda: architectures.two_layer_mlp(3, activation="tanh", check_smooth=False))
 case("mixture_of_experts expert string", TypeError, "expert")(
-    lambda: architectures.mixture_of_experts(3, expert="linear", n_theta=3))
+    lambda: architectures._modules.mixture_of_experts(3, expert="linear", n_theta=3))
 
 
 def _quad(w, batch, args):
@@ -459,11 +459,12 @@ case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: tr
 case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: training.optimizer("sgd", float("nan")))
 case("optimizer unknown name", ValueError, "name")(lambda: training.optimizer("sgdd", 0.1))
 case("optimizer hyperparameter list", TypeError, "momentum")(lambda: training.optimizer("sgd", 0.1, momentum=[0.9]))
-case("compare_with_nqf float32 model", ValueError, "W0")(
-    lambda: training.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3), jnp.float32),
-                                      (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), 2))
+case("compare_with_nqf float32 model", ValueError, "params")(
+    lambda: training.compare_with_nqf(_mlp(), (jnp.ones((5, 3)), jnp.ones(5)), optax.sgd(0.1), num_steps=2,
+                                      params=0.01 * jnp.ones((4, 3), jnp.float32)))
 case("compare_with_nqf optimizer uncalled factory", TypeError, "optimizer")(
-    lambda: training.compare_with_nqf(_mlp(), 0.01 * jnp.ones((4, 3)), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, 2))
+    lambda: training.compare_with_nqf(_mlp(), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, num_steps=2,
+                                      params=0.01 * jnp.ones((4, 3))))
 case("first_exceedance gap without time axis", BAD_INPUT, "gap")(
     lambda: training.first_exceedance(np.arange(3), np.float64(0.1), 0.1))
 case("relative_gap shapes differ", ValueError, "a")(lambda: training.relative_gap(np.ones((3, 2)), np.ones((3, 3))))
@@ -884,49 +885,49 @@ def _diag_setup(m=12):
 def test_30_diagnose_inputs_of_the_wrong_width_name_data_and_the_shapes():
     net, xs, ys = _diag_setup()
     with pytest.raises(ValueError, match=r"`data` must hold inputs TwoLayerNet accepts; got inputs of shape \(5,\)"):
-        solutions.diagnose(net, (jnp.ones((12, 5)), ys), optax.sgd(0.05), 10)
+        solutions.diagnose(net, (jnp.ones((12, 5)), ys), optax.sgd(0.05), num_steps=10)
 
 
 def test_30_diagnose_nan_inputs_name_the_users_data():
     net, xs, ys = _diag_setup()
     with pytest.raises(ValueError, match=r"`data` must hold finite inputs xs; got inputs with 1 NaN"):
-        solutions.diagnose(net, (xs.at[3, 1].set(jnp.nan), ys), optax.sgd(0.05), 10)
+        solutions.diagnose(net, (xs.at[3, 1].set(jnp.nan), ys), optax.sgd(0.05), num_steps=10)
     with pytest.raises(ValueError, match=r"`data` must hold finite targets ys"):
-        solutions.diagnose(net, (xs, ys.at[0, 0].set(jnp.inf)), optax.sgd(0.05), 10)
+        solutions.diagnose(net, (xs, ys.at[0, 0].set(jnp.inf)), optax.sgd(0.05), num_steps=10)
 
 
 def test_30_diagnose_momentum_one_is_refused_with_its_range():
     net, xs, ys = _diag_setup()
     with pytest.raises(ValueError, match=r"`optimizer` must have a momentum in \[0, 1\).*momentum 1"):
-        solutions.diagnose(net, (xs, ys), optax.sgd(0.05, momentum=1.0), 10)
+        solutions.diagnose(net, (xs, ys), optax.sgd(0.05, momentum=1.0), num_steps=10)
     with pytest.raises(ValueError, match=r"momentum"):  # refused by nqf.optimizer itself or by diagnose
-        solutions.diagnose(net, (xs, ys), training.optimizer("sgd", 0.05, momentum=1.0), 10)
+        solutions.diagnose(net, (xs, ys), training.optimizer("sgd", 0.05, momentum=1.0), num_steps=10)
     with pytest.raises(ValueError, match=r"`optimizer` must descend \(a positive learning rate\)"):
-        solutions.diagnose(net, (xs, ys), optax.sgd(-0.05), 10)
+        solutions.diagnose(net, (xs, ys), optax.sgd(-0.05), num_steps=10)
 
 
 def test_30_diagnose_no_samples_is_a_clear_error():
     net, _, _ = _diag_setup()
     with pytest.raises(ValueError, match=r"`data` must hold at least one sample; got inputs with 0 samples"):
-        solutions.diagnose(net, (jnp.zeros((0, 3)), jnp.zeros((0, 2))), optax.sgd(0.05), 10)
+        solutions.diagnose(net, (jnp.zeros((0, 3)), jnp.zeros((0, 2))), optax.sgd(0.05), num_steps=10)
 
 
 def test_30_diagnose_a_model_returning_ints_is_a_wrong_kind():
     net, xs, ys = _diag_setup()
     bad = _IntNet(net.U, net.V)
     with pytest.raises(TypeError, match=r"`model` must return floating-point outputs.*_IntNet, which returns int64"):
-        solutions.diagnose(bad, (xs, ys), optax.sgd(0.05), 10)
+        solutions.diagnose(bad, (xs, ys), optax.sgd(0.05), num_steps=10)
 
 
 def test_30_diagnose_n_probe_zero_is_refused():
     net, xs, ys = _diag_setup()
-    with pytest.raises(ValueError, match=r"`n_probe`"):
-        solutions.diagnose(net, (xs, ys), optax.sgd(0.05), 10, n_probe=0)
+    with pytest.raises(ValueError, match=r"`probe`"):
+        solutions.diagnose(net, (xs, ys), optax.sgd(0.05), num_steps=10, track=training.Track(probe=0))
 
 
 def test_30_diagnose_a_diverging_learning_rate_warns_with_the_cause_and_prints_no_table():
     net, xs, ys = _diag_setup()
     with pytest.warns(RuntimeWarning, match=r"the optimiser diverges \(learning rate 1000: lower it\)"):
-        rep = solutions.diagnose(net, (xs, ys), optax.sgd(1e3), 40)
+        rep = solutions.diagnose(net, (xs, ys), optax.sgd(1e3), num_steps=40)
     text = str(rep)
     assert "DIVERGED" in text and "plateau ends" not in text and rep.plateaus.levels.size == 0

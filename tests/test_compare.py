@@ -9,7 +9,7 @@ import pytest
 
 import nqf
 from helpers import BAD_INPUT
-from nqf.training import compare_with_nqf
+from nqf.training import Agreement, Track, compare_with_nqf
 from nqf.structure import check_hypotheses
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
@@ -23,12 +23,12 @@ def _mlp_data(m=40, k=5, o=3, seed=0):
 
 def test_quadratic_network_is_its_nqf():
     """A module that IS its NQF (quadratic network, Table 3): the two runs agree to rounding."""
-    arch = nqf.architectures.quadratic_network(4)
+    arch = nqf.architectures._modules.quadratic_network(4)
     xs = normal(jax.random.PRNGKey(0), (30, 4))
     ys = jnp.sum(xs[:, :2] ** 2, axis=1)
     W0 = 0.1 * normal(jax.random.PRNGKey(1), (4, 3))
     for opt in (optax.sgd(0.01), optax.sgd(0.01, momentum=0.9), optax.adam(0.01)):
-        res = compare_with_nqf(arch, W0, (xs, ys), opt, 50, probe=xs[:5], track=("loss", "outputs"))
+        res = compare_with_nqf(arch, (xs, ys), opt, num_steps=50, params=W0, track=Track(("loss", "outputs"), probe=xs[:5]))
         assert np.max(res.gap) < 1e-12
         assert res.window == np.inf
         np.testing.assert_allclose(res.final["module"], res.final["nqf"], atol=1e-12)
@@ -40,9 +40,9 @@ def test_tanh_mlp_small_init_tracks_and_large_init_parts():
     xs, ys = _mlp_data()
     Z = normal(jax.random.PRNGKey(2), (8, 8))
     W0 = jnp.stack([1e-3 * Z, 0.5 * Z])  # two runs at once (vmap)
-    res = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.05), 100, probe=xs[:10],
-                           track=("loss", "outputs", "singular_values"),
-                           linear_map=lambda W: W[5:] @ W[:5].T, record_every=5, threshold=0.2)
+    res = compare_with_nqf(arch, (xs, ys), optax.sgd(0.05), num_steps=100, params=W0,
+                           track=Track(("loss", "outputs", "singular_values"), probe=xs[:10],
+                                       linear_map=lambda W: W[5:] @ W[:5].T, record_every=5, agreement=Agreement(0.2)))
     assert res.gap.shape == (2, 21) and res.module["singular_values"].shape == (2, 21, 3)
     assert res.gap[0, 0] < 1e-5 < res.gap[1, 0]  # relative error O(|W|^2) (tanh: Z2 symmetric)
     assert res.window[1] < res.window[0]
@@ -56,11 +56,12 @@ def test_minibatches_and_sampling_function_give_the_same_batches():
     steps, b = 20, 8
     key = jax.random.PRNGKey(4)
     idx = jnp.stack([jax.random.choice(k, 40, (b,), replace=False) for k in jax.random.split(key, steps)])
-    res = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), steps, batches=idx, probe=xs, track=("outputs",))
+    res = compare_with_nqf(arch, (xs, ys, idx), optax.sgd(0.1), num_steps=steps, params=W0,
+                           track=Track(("outputs",), probe=xs))
     sample = lambda k: (xs[jax.random.choice(k, 40, (b,), replace=False)],  # noqa: E731
                         ys[jax.random.choice(k, 40, (b,), replace=False)])
-    res2 = compare_with_nqf(arch, W0, sample, optax.sgd(0.1), steps, key=key, probe=xs,
-                            probe_targets=ys, track=("outputs", "probe_loss"))
+    res2 = compare_with_nqf(arch, sample, optax.sgd(0.1), num_steps=steps, params=W0, key=key,
+                            track=Track(("outputs", "probe_loss"), probe=xs, probe_targets=ys))
     np.testing.assert_allclose(res.module["outputs"], res2.module["outputs"], atol=1e-12)
     np.testing.assert_allclose(res.nqf["outputs"], res2.nqf["outputs"], atol=1e-12)
     np.testing.assert_allclose(res.batch_loss["nqf"], res2.batch_loss["nqf"], atol=1e-12)
@@ -70,7 +71,7 @@ def test_relu_mlp_is_refused():
     relu = nqf.architectures.two_layer_mlp(5, activation=jax.nn.relu, outputs=3, check_smooth=False)
     xs, ys = _mlp_data()
     with pytest.raises(ValueError, match="not smooth"):
-        compare_with_nqf(relu, 0.1 * jnp.ones((8, 4)), (xs, ys), optax.sgd(0.1), 10)
+        compare_with_nqf(relu, (xs, ys), optax.sgd(0.1), num_steps=10, params=0.1 * jnp.ones((8, 4)))
     chk = check_hypotheses(relu.apply, 0.1 * jnp.ones((8, 4)), xs[0])
     assert 1.5 < chk.smooth_ratio < 2.5
 
@@ -80,11 +81,13 @@ def test_bias_breaking_zgz_and_broken_symmetry_are_refused():
     ys = ys[:, 0]
     cosh = lambda W, x: jnp.sum(W[5] * jnp.cosh(W[:5].T @ x))  # noqa: E731  phi(0) != 0: ZGZ fails
     with pytest.raises(ValueError, match="ZGZ"):
-        compare_with_nqf(cosh, 0.1 * jnp.ones((6, 4)), (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
+        compare_with_nqf(nqf.quadratic_form(cosh, neuron_axes=1), (xs, ys), optax.sgd(0.1), num_steps=5,
+                         params=0.1 * jnp.ones((6, 4)))
     weighted = lambda W, x: jnp.sum(jnp.arange(1.0, 5.0) * W[5] * jnp.tanh(W[:5].T @ x))  # noqa: E731
     W0 = 0.1 * normal(jax.random.PRNGKey(0), (6, 4))
     with pytest.raises(ValueError, match="permutation"):
-        compare_with_nqf(weighted, W0, (xs, ys), optax.sgd(0.1), 5, neuron_axes=1)
+        compare_with_nqf(nqf.quadratic_form(weighted, neuron_axes=1), (xs, ys), optax.sgd(0.1), num_steps=5,
+                         params=W0)
 
 
 def test_bad_input():
@@ -93,31 +96,31 @@ def test_bad_input():
     W0 = 0.01 * jnp.ones((8, 4))
     sgd = optax.sgd(0.1)
     with pytest.raises(ValueError, match="W0"):
-        compare_with_nqf(arch, jnp.ones((7, 4)), (xs, ys), sgd, 5)
+        compare_with_nqf(arch, (xs, ys), sgd, num_steps=5, params=jnp.ones((7, 4)))
     with pytest.raises(ValueError, match="targets"):
-        compare_with_nqf(arch, W0, (xs, ys[:, :2]), sgd, 5)
+        compare_with_nqf(arch, (xs, ys[:, :2]), sgd, num_steps=5, params=W0)
     with pytest.raises(ValueError, match="targets"):
-        compare_with_nqf(arch, W0, (xs, ys[:30]), sgd, 5)
-    with pytest.raises(ValueError, match="module"):
-        compare_with_nqf(arch, W0, (xs[:, :4], ys), sgd, 5)
+        compare_with_nqf(arch, (xs, ys[:30]), sgd, num_steps=5, params=W0)
+    with pytest.raises(ValueError, match="`data` must hold inputs 'two-layer MLP' accepts"):
+        compare_with_nqf(arch, (xs[:, :4], ys), sgd, num_steps=5, params=W0)
     with pytest.raises(TypeError, match="optax"):
-        compare_with_nqf(arch, W0, (xs, ys), lambda g: g, 5)
+        compare_with_nqf(arch, (xs, ys), lambda g: g, num_steps=5, params=W0)
     for steps in (0, -3, 2.5):
         with pytest.raises(BAD_INPUT, match="steps"):
-            compare_with_nqf(arch, W0, (xs, ys), sgd, steps)
+            compare_with_nqf(arch, (xs, ys), sgd, num_steps=steps, params=W0)
     for thr in (0.0, 1.0, -0.1, 2.0):
         with pytest.raises(BAD_INPUT, match="threshold"):
-            compare_with_nqf(arch, W0, (xs, ys), sgd, 5, threshold=thr)
+            compare_with_nqf(arch, (xs, ys), sgd, num_steps=5, params=W0, track=Track(agreement=Agreement(thr)))
     with pytest.raises(ValueError, match="record_every"):
-        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, record_every=2)
+        compare_with_nqf(arch, (xs, ys), sgd, num_steps=5, params=W0, track=Track(record_every=2))
     with pytest.raises(ValueError, match="linear_map"):
-        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, track=("singular_values",))
+        compare_with_nqf(arch, (xs, ys), sgd, num_steps=5, params=W0, track=Track(("singular_values",)))
     with pytest.raises(ValueError, match="probe"):
-        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, track=("outputs",))
+        compare_with_nqf(arch, (xs, ys), sgd, num_steps=5, params=W0, track=Track(("outputs",)))
     with pytest.raises(ValueError, match="batches"):
-        compare_with_nqf(arch, W0, (xs, ys), sgd, 5, batches=jnp.zeros((4, 2), int))
+        compare_with_nqf(arch, (xs, ys, jnp.zeros((4, 2), int)), sgd, num_steps=5, params=W0)
     with pytest.raises(ValueError, match="neuron_axes"):
-        compare_with_nqf(lambda W, x: arch.apply(W, x), W0, (xs, ys), sgd, 5)
+        compare_with_nqf(lambda W, x: arch.apply(W, x), (xs, ys), sgd, num_steps=5, params=W0)
 
 
 def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
@@ -150,19 +153,21 @@ def test_fast_nqf_forms_equal_the_matrix_free_run():
     W0 = 0.05 * normal(jax.random.PRNGKey(3), (2, 8, 4))
     quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731  Prop. 1 with tanh'(0) = 1: Tr[W W^T A(x)] = V U^T x
     idx = jax.random.randint(jax.random.PRNGKey(5), (30, 8), 0, 40)
-    for opt, batches in ((optax.sgd(0.1), None), (nqf.training.optimizer("adam", 0.01), idx)):
-        kw = dict(probe=xs[:7], probe_targets=ys[:7], track=("loss", "probe_loss", "outputs"), batches=batches)
-        ref = compare_with_nqf(arch, W0, (xs, ys), opt, 30, **kw)
+    for opt, data in ((optax.sgd(0.1), (xs, ys)), (nqf.training.optimizer("adam", 0.01), (xs, ys, idx))):
+        kw = dict(num_steps=30, params=W0, track=Track(("loss", "probe_loss", "outputs"), probe=xs[:7],
+                                                        probe_targets=ys[:7]))
+        ref = compare_with_nqf(arch, data, opt, **kw)
         for form in ("structure", quad):
-            res = compare_with_nqf(arch, W0, (xs, ys), opt, 30, nqf_form=form, key=jax.random.PRNGKey(17), **kw)
+            res = compare_with_nqf(nqf.quadratic_form(arch, form=form), data, opt, key=jax.random.PRNGKey(17), **kw)
             for k in ("loss", "probe_loss", "outputs"):
                 np.testing.assert_allclose(res.nqf[k], ref.nqf[k], rtol=1e-10, atol=1e-13)
                 np.testing.assert_array_equal(res.module[k], ref.module[k])  # the module run is untouched
             np.testing.assert_allclose(res.final["nqf"], ref.final["nqf"], rtol=1e-10, atol=1e-13)
             assert 0.0 <= res.form_gap < 1e-12  # the measured distance of the exact forms from the matrix-free NQF
         assert ref.form_gap is None
-    one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10, nqf_form="structure", key=jax.random.PRNGKey(17))
-    ref_one = compare_with_nqf(arch, W0[0], (xs, ys), optax.sgd(0.1), 10)
+    one = compare_with_nqf(nqf.quadratic_form(arch, form="structure"), (xs, ys), optax.sgd(0.1), num_steps=10,
+                           params=W0[0], key=jax.random.PRNGKey(17))
+    ref_one = compare_with_nqf(arch, (xs, ys), optax.sgd(0.1), num_steps=10, params=W0[0])
     assert one.nqf["loss"].shape == (11,)
     np.testing.assert_allclose(one.nqf["loss"], ref_one.nqf["loss"], rtol=1e-10)
 
@@ -174,9 +179,11 @@ def test_fast_form_parts_of_a_probe_laid_out_unlike_the_data(loose_promotion):
     xs, ys = _mlp_data()
     W0 = 0.05 * normal(jax.random.PRNGKey(3), (8, 4))
     quad = lambda W, x: W[5:] @ W[:5].T @ x  # noqa: E731
-    kw = dict(track=("outputs",), nqf_form=quad, key=jax.random.PRNGKey(17), check=False)
-    same = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, probe=xs[:7], **kw)
-    other = compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, probe=np.asarray(xs[:7], np.float32), **kw)
+    q = nqf.quadratic_form(arch, form=quad)
+    kw = dict(num_steps=5, params=W0, key=jax.random.PRNGKey(17))
+    same = compare_with_nqf(q, (xs, ys), optax.sgd(0.1), track=Track(("outputs",), probe=xs[:7]), **kw)
+    other = compare_with_nqf(q, (xs, ys), optax.sgd(0.1), track=Track(("outputs",), probe=np.asarray(xs[:7], np.float32)),
+                             **kw)
     np.testing.assert_allclose(other.nqf["outputs"], same.nqf["outputs"], rtol=1e-5, atol=1e-8)  # float32 inputs
     assert other.form_gap < 1e-6 and same.form_gap < 1e-12
 
@@ -187,18 +194,19 @@ def test_fast_nqf_form_is_checked_and_refused_where_it_cannot_apply():
     W0 = 0.05 * normal(jax.random.PRNGKey(3), (8, 4))
     wrong = lambda W, x: 1.01 * (W[5:] @ W[:5].T @ x)  # noqa: E731  1 % off
     with pytest.raises(ValueError, match="does not equal the matrix-free NQF"):
-        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form=wrong, key=jax.random.PRNGKey(17))
-    with pytest.raises(ValueError, match="nqf_form"):
-        compare_with_nqf(arch, W0, (xs, ys), optax.sgd(0.1), 5, nqf_form="dense")
+        compare_with_nqf(nqf.quadratic_form(arch, form=wrong), (xs, ys), optax.sgd(0.1), num_steps=5, params=W0,
+                         key=jax.random.PRNGKey(17))
+    with pytest.raises(ValueError, match="form"):
+        nqf.quadratic_form(arch, form="dense")
     sample = lambda k: (xs[:8], ys[:8])  # noqa: E731
-    with pytest.raises(ValueError, match="array `data`"):
-        compare_with_nqf(arch, W0, sample, optax.sgd(0.1), 5, key=jax.random.PRNGKey(0), probe=xs[:3],
-                         track=("outputs",), nqf_form="structure")
+    with pytest.raises(ValueError, match="sampling function"):
+        compare_with_nqf(nqf.quadratic_form(arch, form="structure"), sample, optax.sgd(0.1), num_steps=5, params=W0,
+                         key=jax.random.PRNGKey(0), track=Track(("outputs",), probe=xs[:3]))
     big = nqf.architectures.multihead_attention(20, 16, 8, 20, outputs=8)  # p = 880: 6e6 entries per sample
     xb = jax.vmap(big.sample_input)(jax.random.split(jax.random.PRNGKey(0), 20))
     with pytest.raises(ValueError, match="structure-matrix entries"):
-        compare_with_nqf(big, 0.01 * jnp.ones((big.p, 2)), (xb, jnp.zeros((20, 8))), optax.sgd(0.1), 5,
-                         nqf_form="structure", check=False, key=jax.random.PRNGKey(17))
+        compare_with_nqf(nqf.quadratic_form(big, form="structure"), (xb, jnp.zeros((20, 8))), optax.sgd(0.1),
+                         num_steps=5, params=0.01 * jnp.ones((big.p, 2)), key=jax.random.PRNGKey(17))
 
 
 def test_default_quadratic_is_the_matrix_free_nqf():

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 import nqf
-from nqf.training._report import step_map
+from nqf.solutions._plateaus import step_map
 from models_example import TwoLayerNet, dict_apply, tanh_mlp, teacher_data
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
@@ -49,7 +49,7 @@ def _models():
         "equinox, momentum 0.9": (net, (xs, ys), optax.sgd(0.005, momentum=0.9), 800, {}),
         "equinox, nesterov 0.9": (net, (xs, ys), optax.sgd(0.005, momentum=0.9, nesterov=True), 800, {}),
         "equinox, adam": (net, (xs, ys), optax.adam(3e-3), 800, {}),
-        "equinox, mean over outputs": (net, (xs, ys), optax.sgd(0.05), 2400, {"loss": "mean"}),
+        "equinox, mean over outputs": (net, (xs, ys), optax.sgd(0.05), 2400, {"loss": nqf.model.MSE(outputs="mean")}),
     }
 
 
@@ -64,8 +64,17 @@ def reports():
 def _report(reports, name):
     if name not in reports:
         model, data, opt, steps, kw = MODELS[name]
-        reports[name] = nqf.diagnose(model, data, opt, steps, **kw)
+        reports[name] = _diagnose(model, data, opt, steps, **kw)
     return reports[name]
+
+
+def _diagnose(model, data, opt, steps, *, apply=None, neuron_axes=None, form="auto", **kw):
+    """nqf.diagnose of a model given the equinox way, or as ``apply`` + parameters with ``neuron_axes``."""
+    if apply is None:
+        return nqf.diagnose(nqf.quadratic_form(model, neuron_axes=neuron_axes, form=form), data, opt, num_steps=steps,
+                            **kw)
+    return nqf.diagnose(nqf.quadratic_form(apply, neuron_axes=neuron_axes, form=form), data, opt, num_steps=steps,
+                        params=model, **kw)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -115,7 +124,7 @@ def test_a_loss_averaged_over_outputs_is_o_times_slower_and_says_so(reports):
 # ----------------------------------------------------------------- verdicts
 def test_init_one_is_not_small_and_gets_no_valid_prediction():
     xs, ys = teacher_data()
-    rep = nqf.diagnose(tanh_mlp(init=1.0), (xs, ys), optax.sgd(0.05), 400)
+    rep = nqf.diagnose(tanh_mlp(init=1.0), (xs, ys), optax.sgd(0.05), num_steps=400)
     text = str(rep)
     assert rep.not_small and rep.run.quadratic_error > 0.1
     assert f"W(0) is not small: the model is {rep.run.quadratic_error:.3g}" in text
@@ -131,7 +140,7 @@ def test_an_equinox_mlp_with_default_biases_lists_its_frozen_bias_and_is_not_sma
     mlp = eqx.nn.MLP(4, 3, 8, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
     axes = eqx.tree_at(lambda m: (m.layers[0].weight, m.layers[0].bias, m.layers[1].weight), mlp, (0, 0, 1))
     axes = jax.tree_util.tree_map(lambda a: a if isinstance(a, int) else None, axes)
-    rep = nqf.diagnose(mlp, (xs, ys), optax.sgd(0.05), 300, neuron_axes=axes)
+    rep = _diagnose(mlp, (xs, ys), optax.sgd(0.05), 300, neuron_axes=axes)
     text = str(rep)
     assert ".layers[1].bias (3,)" in text and "frozen (no neuron axis" in text
     assert rep.not_small and "W(0) is not small" in text and not rep.plateaus.valid.any()
@@ -140,7 +149,7 @@ def test_an_equinox_mlp_with_default_biases_lists_its_frozen_bias_and_is_not_sma
 def test_no_mode_is_learned_only_when_measured():
     """Targets the NQF cannot fit at all (zero): nothing grows, and the report says so from the model's own run."""
     xs, _ = teacher_data()
-    rep = nqf.diagnose(tanh_mlp(), (xs, jnp.zeros((xs.shape[0], 3))), optax.sgd(0.05), 200)
+    rep = nqf.diagnose(tanh_mlp(), (xs, jnp.zeros((xs.shape[0], 3))), optax.sgd(0.05), num_steps=200)
     assert rep.plateaus.levels.size == 0
     assert "measured: no mode is learned by the model either" in str(rep)
 
@@ -148,7 +157,7 @@ def test_no_mode_is_learned_only_when_measured():
 def test_a_diverging_learning_rate_warns_naming_the_cause_and_prints_no_table():
     xs, ys = teacher_data()
     with pytest.warns(RuntimeWarning, match=r"diverges \(learning rate 1000: lower it\)"):
-        rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(1e3), 50)
+        rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(1e3), num_steps=50)
     text = str(rep)
     assert "DIVERGED" in text and "plateau ends" not in text and rep.plateaus.levels.size == 0
 
@@ -158,18 +167,18 @@ def test_rank_two_form_gives_the_matrix_free_prediction(reports):
     rep = _report(reports, "equinox, sgd")
     assert rep.run.form == "rank-two"
     model, data, opt, steps, kw = MODELS["equinox, sgd"]
-    mf = nqf.diagnose(model, data, opt, steps, nqf_form="matrix-free", **kw)
+    mf = _diagnose(model, data, opt, steps, form="matrix-free", **kw)
     assert mf.run.form == "matrix-free"
     np.testing.assert_allclose(mf.run.nqf_eigs, rep.run.nqf_eigs, rtol=1e-7, atol=1e-14)
     np.testing.assert_allclose(mf.plateaus.predicted, rep.plateaus.predicted, rtol=1e-7)
 
 
 def test_a_model_too_large_for_the_A_stack_is_diagnosed_without_it(monkeypatch):
-    import nqf.training._report as report
+    import nqf.solutions._plateaus as report
 
     monkeypatch.setattr(report, "DENSE_LIMIT", 10)
     xs, ys = teacher_data()
-    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800)
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=800)
     assert rep.run.As is None and rep.run.data is None and not rep.run.flow_ts.size
     assert "the A(x) stack not formed" in str(rep)
     pl = rep.plateaus
@@ -182,15 +191,15 @@ def test_a_users_own_loss_trains_both_runs_and_has_no_flow_reference():
     def half_mse(outputs, targets):  # half the package's loss: every plateau twice as late
         return 0.5 * nqf.model.mse(outputs, targets)
 
-    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800, loss=half_mse)
-    ref = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 800)
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=800, loss=half_mse)
+    ref = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=800)
     assert "the user's loss half_mse(outputs, targets)" in str(rep)
     assert rep.run.eta is None and not rep.run.flow_ts.size and rep.run.optimizer.kind == "sgd"
     np.testing.assert_allclose(rep.plateaus.predicted[0] / ref.plateaus.predicted[0], 2.0, rtol=0.1)
     pl = rep.plateaus
     assert pl.valid.any() and np.all(np.abs(pl.module / pl.predicted - 1)[pl.valid] <= pl.tolerance[pl.valid])
-    with pytest.raises(ValueError, match="`loss` must be one of"):
-        nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), 10, loss="l2")
+    with pytest.raises(TypeError, match="loss"):
+        nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=10, loss="l2")
 
 
 class QuadNet(eqx.Module):
@@ -211,7 +220,7 @@ def test_a_model_without_rank_two_factors_is_diagnosed_matrix_free():
     P = np.linalg.qr(rng.normal(size=(4, 2)))[0]
     xs, ys = jnp.asarray(x), jnp.asarray(0.5 * np.sum((x @ P * np.array([1.0, 0.5])) ** 2, axis=1))  # rank-2 teacher
     net = QuadNet(jnp.asarray(1e-3 * rng.normal(size=(6, 4))))
-    rep = nqf.diagnose(net, (xs, ys), optax.sgd(0.02), 800)
+    rep = nqf.diagnose(net, (xs, ys), optax.sgd(0.02), num_steps=800)
     assert rep.run.form == "matrix-free" and rep.run.quadratic_error < 1e-12
     pl = rep.plateaus
     assert pl.levels.size >= 2 and pl.valid.all()

@@ -42,7 +42,8 @@ def linen():
 def test_a_linen_model_through_diagnose(linen):
     apply, variables = linen
     xs, ys = _teacher()
-    rep = nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 600, apply=apply, neuron_axes=LINEN_AXES)
+    rep = nqf.diagnose(nqf.quadratic_form(apply, neuron_axes=LINEN_AXES), (xs, ys), optax.sgd(0.05), num_steps=600,
+                       params=variables)
     text = str(rep)
     assert "['params']['Dense_1']['bias'] (3,)" in text  # the shared output bias is listed as frozen
     assert rep.run.form == "rank-two" and rep.run.optimizer.kind == "sgd"
@@ -57,7 +58,8 @@ def test_a_linen_model_through_diagnose(linen):
 def test_an_nnx_model_through_diagnose():
     state, nnx_apply, axes = _nnx_model()
     xs, ys = _teacher()
-    rep = nqf.diagnose(state, (xs, ys), optax.sgd(0.05, momentum=0.5), 400, apply=nnx_apply, neuron_axes=axes)
+    rep = nqf.diagnose(nqf.quadratic_form(nnx_apply, neuron_axes=axes), (xs, ys), optax.sgd(0.05, momentum=0.5),
+                       num_steps=400, params=state)
     assert "nnx_apply" in str(rep) and "frozen leaves: none" in str(rep)
     assert rep.run.optimizer.kind == "heavy-ball momentum"
     _check_valid_within(rep)
@@ -71,8 +73,8 @@ def test_flax_models_through_compare_with_nqf(kind, linen):
         axes = LINEN_AXES
     else:
         params, apply, axes = _nnx_model()
-    c = nqf.compare_with_nqf(apply, params, (xs, ys), optax.sgd(0.05), 300, neuron_axes=axes, probe=xs[:16],
-                             track=("loss", "outputs"), record_every=10)
+    c = nqf.compare_with_nqf(nqf.quadratic_form(apply, neuron_axes=axes), (xs, ys), optax.sgd(0.05), num_steps=300,
+                             params=params, track=nqf.training.Track(("loss", "outputs"), probe=xs[:16], record_every=10))
     loss = np.asarray(c.module["loss"])
     assert loss[-1] < 0.5 * loss[0]  # the model learns
     assert c.gap[0] < 1e-4  # module and NQF start together (remainder O(|W|^4) at init 1e-3)
@@ -84,4 +86,5 @@ def test_a_float32_flax_model_gets_the_param_dtype_advice():
     variables = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), variables)
     xs, ys = _teacher()
     with pytest.raises(ValueError, match="param_dtype=jnp.float64"):
-        nqf.diagnose(variables, (xs, ys), optax.sgd(0.05), 10, apply=apply, neuron_axes=LINEN_AXES)
+        nqf.diagnose(nqf.quadratic_form(apply, neuron_axes=LINEN_AXES), (xs, ys), optax.sgd(0.05), num_steps=10,
+                     params=variables)

@@ -88,19 +88,19 @@ def test_compare_on_pytrees_equals_compare_on_the_architecture():
     opt = optax.adam(0.02)
     mlp, axes = _eqx_mlp()
     W0, _ = neuron_weights(mlp, axes)
-    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), W0, (xs, ys), opt, 40, probe=xs[:5],
-                               track=("loss", "outputs"))
-    res = nqf.compare_with_nqf(None, mlp, (xs, ys), opt, 40, neuron_axes=axes, probe=xs[:5],
-                               track=("loss", "outputs"))
+    track = nqf.training.Track(("loss", "outputs"), probe=xs[:5])
+    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), (xs, ys), opt, num_steps=40, params=W0,
+                               track=track)
+    res = nqf.compare_with_nqf(nqf.quadratic_form(mlp, neuron_axes=axes), (xs, ys), opt, num_steps=40, track=track)
     for k in ("module", "nqf"):
         np.testing.assert_allclose(res.__getattribute__(k)["outputs"], ref.__getattribute__(k)["outputs"], atol=1e-12)
     params, apply, daxes = _dict_mlp()
     Wd, _ = neuron_weights(params, daxes)
     # the same call on the architecture as above (W packed from the dict): its compiled runs are reused
-    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), Wd, (xs, ys), opt, 40, probe=xs[:5],
-                               track=("loss", "outputs"))
-    res = nqf.compare_with_nqf(apply, params, (xs, ys), opt, 40, neuron_axes=daxes, probe=xs[:5],
-                               track=("outputs",))
+    ref = nqf.compare_with_nqf(nqf.architectures.two_layer_mlp(K, outputs=O), (xs, ys), opt, num_steps=40, params=Wd,
+                               track=track)
+    res = nqf.compare_with_nqf(nqf.quadratic_form(apply, neuron_axes=daxes), (xs, ys), opt, num_steps=40,
+                               params=params, track=nqf.training.Track(("outputs",), probe=xs[:5]))
     np.testing.assert_allclose(res.nqf["outputs"], ref.nqf["outputs"], atol=1e-12)
     np.testing.assert_allclose(res.module["outputs"], ref.module["outputs"], atol=1e-12)
     assert set(res.final["nqf"]) == {"U", "v"}

@@ -18,6 +18,7 @@ from helpers import BAD_INPUT
 from models_example import TwoLayerNet
 from nqf import structure, training
 from nqf._checks import check_float64, check_record_every
+from nqf.structure._models import module_function
 from nqf.solutions import halfway_crossing
 from nqf.structure import _probes
 from nqf.training import first_crossing, first_exceedance
@@ -131,7 +132,8 @@ def test_record_every_rule_and_its_callers_share_one_message():
     with pytest.raises(ValueError) as trainer:
         training.train(lambda w, b, a: jnp.sum(w**2), jnp.ones(3), optax.sgd(0.1), num_steps=20, record_every=3)
     with pytest.raises(ValueError) as compare:
-        training.compare_with_nqf(arch, 0.01 * jnp.ones((arch.p, 4)), (xs, ys), optax.sgd(0.1), 20, record_every=3)
+        training.compare_with_nqf(arch, (xs, ys), optax.sgd(0.1), num_steps=20, params=0.01 * jnp.ones((arch.p, 4)),
+                                  track=training.Track(record_every=3))
     assert str(trainer.value) == str(compare.value) == str(rule.value)
 
 
@@ -144,41 +146,31 @@ def test_float64_rule_and_its_callers():
         check_float64("W0", [jnp.ones(2, jnp.float16)], also="pass check=False")
     net = TwoLayerNet(jnp.ones((4, 3), jnp.float32), jnp.ones((1, 4), jnp.float32))
     xs = jnp.ones((6, 3))
-    with pytest.raises(ValueError, match=r"`params` TwoLayerNet has float32 parameters.*need float64"):
-        structure.pytree_structure_stack(None, net, xs, net.neuron_axes())
     with pytest.raises(ValueError, match=r"`model` TwoLayerNet has float32 parameters.*need float64"):
-        training.model_run(net, (xs, jnp.ones((6, 1))), optax.sgd(0.1), 10)
-    with pytest.raises(ValueError, match=r"`W0` of `module` TwoLayerNet has float32 parameters.*need float64"):
-        training.compare_with_nqf(None, net, (xs.astype(jnp.float32), jnp.ones((6, 1), jnp.float32)), optax.sgd(0.1), 10,
-                                  neuron_axes=net.neuron_axes())
+        nqf.diagnose(net, (xs, jnp.ones((6, 1))), optax.sgd(0.1), num_steps=10)
+    with pytest.raises(ValueError, match=r"`params` of TwoLayerNet has float32 parameters.*need float64"):
+        training.compare_with_nqf(net, (xs.astype(jnp.float32), jnp.ones((6, 1), jnp.float32)), optax.sgd(0.1),
+                                  num_steps=10)
 
 
 # ----------------------------------------------------------------- model resolution
 def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
     params = {"w": jnp.ones((2, 3))}
     with pytest.raises(TypeError, match="module"):
-        structure.module_function(3)
+        module_function(3)
     with pytest.raises(ValueError, match="`p`"):
-        structure.module_function(lambda W, x: jnp.sum(W))
-    assert structure.module_function(nqf.architectures.two_layer_mlp(3))[1] == nqf.architectures.two_layer_mlp(3).p
-    with pytest.raises(TypeError, match="params"):
-        structure.model_function(None, params)
-    with pytest.raises(TypeError, match="apply"):
-        structure.model_function("f", params)
-    assert structure.model_function(None, TwoLayerNet(jnp.ones((2, 3)), jnp.ones((1, 2)))) is structure.call_module
-    assert structure.model_name(None, TwoLayerNet(0, 1)) == "TwoLayerNet"
+        module_function(lambda W, x: jnp.sum(W))
+    assert module_function(nqf.architectures.two_layer_mlp(3))[1] == nqf.architectures.two_layer_mlp(3).p
     x = jnp.ones(3)
     # every caller, the same kind of error
     with pytest.raises(TypeError, match="module"):
         structure.structure_matrix(3, x, p=4)
     with pytest.raises(TypeError, match="params"):
         structure.pytree_structure_matrix(None, params, x, 1)
-    with pytest.raises(TypeError, match="params"):
-        structure.pytree_structure_stack(None, params, x[None], 1)
     with pytest.raises(TypeError, match="model"):
-        training.model_run(params, (x[None], jnp.ones(1)), optax.sgd(0.1), 10)
-    with pytest.raises(TypeError, match="module"):
-        training.compare_with_nqf("mlp", params, (x[None], jnp.ones(1)), optax.sgd(0.1), 10, neuron_axes=1)
+        nqf.diagnose(params, (x[None], jnp.ones(1)), optax.sgd(0.1), num_steps=10)
+    with pytest.raises(TypeError, match="model"):
+        training.compare_with_nqf("mlp", (x[None], jnp.ones(1)), optax.sgd(0.1), num_steps=10, params=params)
 
 
 # ----------------------------------------------------------------- the neuron packing

@@ -153,10 +153,11 @@ def _mlp_data(seed, m=12):
 def test_compare_with_nqf_compiles_once_for_new_data_and_rate():
     arch, xs, ys = _mlp_data(0)
     W0 = 0.01 * normal(jax.random.PRNGKey(1), (arch.p, 4))
-    nqf.compare_with_nqf(arch, W0, (xs, ys), nqf.optimizer("sgd", 0.1), 10, probe=xs, track=("loss", "outputs"))
+    nqf.compare_with_nqf(arch, (xs, ys), nqf.optimizer("sgd", 0.1), num_steps=10, params=W0,
+                         track=nqf.training.Track(("loss", "outputs"), probe=xs))
     _, xs2, ys2 = _mlp_data(5)
     W2 = 2 * W0
     with count_compilations() as seen:
-        nqf.compare_with_nqf(arch, W2, (xs2, ys2), nqf.optimizer("sgd", 0.3), 10, probe=xs2,
-                             track=("loss", "outputs"), check=False)
+        nqf.compare_with_nqf(arch, (xs2, ys2), nqf.optimizer("sgd", 0.3), num_steps=10, params=W2,
+                             track=nqf.training.Track(("loss", "outputs"), probe=xs2))
     assert seen == []

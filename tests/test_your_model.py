@@ -8,7 +8,7 @@ import pytest
 
 import nqf
 from nqf.solutions._plateaus import learned_levels, loss_plateau_ends, mode_plateau_ends
-from nqf.structure import neuron_weights, pytree_structure_stack
+from nqf.structure import neuron_weights
 
 from helpers import count_compilations
 from models_example import make_model, make_sin_model
@@ -53,7 +53,7 @@ OPT = dict(name="sgd", learning_rate=0.05)
 def report():
     xs, ys = _teacher(s=(1.0, 0.35))
     net = make_sin_model(jax.random.PRNGKey(1), 4, 3, width=6, init_scale=1e-3)
-    return nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 1200), net, xs, ys
+    return nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), num_steps=1200), net, xs, ys
 
 
 def test_report_on_a_model_the_package_does_not_ship(report):
@@ -89,7 +89,7 @@ def test_linear_network_is_its_own_nqf():
     xs, ys = _teacher(seed=2)
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
     net = LinearNet(1e-3 * normal(k1, (5, 4)), 1e-3 * normal(k2, (3, 5)))
-    rep = nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 600)
+    rep = nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), num_steps=600)
     c = rep.run.comparison
     assert np.max(c.gap) < 1e-9 and not np.isfinite(rep.window)
     np.testing.assert_allclose(rep.run.eigs_module, rep.run.eigs_nqf, rtol=1e-8, atol=1e-14)
@@ -104,7 +104,7 @@ def test_second_call_with_new_data_compiles_nothing(report):
     xs2, ys2 = _teacher(seed=5, s=(1.0, 0.35))
     opt = nqf.optimizer("sgd", 0.04)  # a new learning rate too: traced
     with count_compilations() as seen:
-        rep2 = nqf.diagnose(net, (xs2, ys2), opt, 1200)
+        rep2 = nqf.diagnose(net, (xs2, ys2), opt, num_steps=1200)
     assert len(seen) == 0, f"{len(seen)} compilations in the second call"
     assert rep2.run.comparison.module["loss"].shape == rep.run.comparison.module["loss"].shape
 
@@ -113,9 +113,7 @@ def test_float32_model_gets_an_enable_float64_error():
     xs, ys = _teacher()
     net = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), make_model(jax.random.PRNGKey(0), 4, 3))
     with pytest.raises(ValueError, match=r"GeluMLP has float32 parameters.*float64"):
-        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10)
-    with pytest.raises(ValueError, match="float64"):
-        pytree_structure_stack(None, net, xs, net.neuron_axes())
+        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), num_steps=10)
 
 
 def test_hypothesis_errors_name_the_users_class():
@@ -123,10 +121,11 @@ def test_hypothesis_errors_name_the_users_class():
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
     net = ReluNet(0.1 * normal(k1, (5, 4)), 0.1 * normal(k2, (3, 5)))
     with pytest.raises(ValueError, match="ReluNet is not smooth") as err:
-        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10, neuron_axes=ReluNet(0, 1))
+        nqf.diagnose(nqf.quadratic_form(net, neuron_axes=ReluNet(0, 1)), (xs, ys), nqf.optimizer("sgd", 0.05),
+                     num_steps=10)
     assert "_call_module" not in str(err.value)
     with pytest.raises(ValueError, match="neuron_axes"):
-        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), 10)
+        nqf.diagnose(net, (xs, ys), nqf.optimizer("sgd", 0.05), num_steps=10)
 
 
 def test_multi_output_nqf_data_keeps_the_loss_and_the_clock():
@@ -240,8 +239,8 @@ def test_a_parameter_dict_with_apply_goes_through_the_same_call():
                             "Dense_1": {"kernel": 1e-3 * rng.normal(size=(6, 3)), "bias": np.zeros(3)}}}
     variables = jax.tree_util.tree_map(jnp.asarray, variables)
     axes = {"params": {"Dense_0": {"kernel": 1, "bias": 0}, "Dense_1": {"kernel": 0, "bias": None}}}
-    rep = nqf.diagnose(variables, (xs, ys), nqf.optimizer("sgd", 0.05), 600, apply=flax_style_apply,
-                       neuron_axes=axes)
+    rep = nqf.diagnose(nqf.quadratic_form(flax_style_apply, neuron_axes=axes), (xs, ys), nqf.optimizer("sgd", 0.05),
+                       num_steps=600, params=variables)
     assert "flax_style_apply" in str(rep)
     W0, layout = neuron_weights(variables, axes)
     p, d = W0.shape

@@ -65,7 +65,6 @@ from ._feedforward import split_weights as split_weights
 from ._matrix_free import module_out as module_out
 from ._matrix_free import nqf_out as nqf_out
 from ._matrix_free import require_hypotheses as require_hypotheses
-from ._models import call_module as call_module
 from ._neurons import split_params as split_params
 from ._quadratic import Evaluation as Evaluation
 from ._lowrank import quasi_random as quasi_random

@@ -8,8 +8,8 @@ them here, with one error rule (``TypeError`` when the *kind* is wrong: not call
   (:func:`module_function`, which also returns ``p``);
 * a plain callable ``apply(W, x)`` on ``(p, d)`` weights, with ``p`` given (:func:`module_function`);
 * a model on a parameter pytree: ``apply(params, x)`` (a flax model's ``apply``), or ``apply=None`` and
-  ``params`` a callable equinox Module called as ``params(x)`` (:func:`model_function`); its neurons lie
-  along ``neuron_axes`` (:func:`model_neuron_axes`, or the model's method ``neuron_axes()``).
+  ``params`` a callable equinox Module called as ``params(x)`` (:func:`model_function`); its NQF as a model is
+  :func:`nqf.structure.quadratic_form`.
 """
 
 from __future__ import annotations
@@ -55,24 +55,3 @@ def model_function(apply: Callable | None, params: Any, *, name: str = "apply", 
     if not callable(apply):
         raise wrong_kind(name, "be a callable apply(params, x)", type(apply).__name__)
     return apply
-
-
-def model_name(apply: Callable | None, params: Any) -> str:
-    """The name a message should give the user's model: the class of an equinox Module called as ``params(x)``
-    (never the internal wrapper), else the name of ``apply``."""
-    if apply is None or apply is call_module:
-        return type(params).__name__
-    return getattr(apply, "__name__", None) or type(apply).__name__
-
-
-def model_neuron_axes(params: Any, neuron_axes: Any, name: str) -> Any:
-    """``neuron_axes``, or the model's own (its attribute or method ``neuron_axes``); ``ValueError`` if neither."""
-    if neuron_axes is None:
-        na = getattr(params, "neuron_axes", None)
-        neuron_axes = na() if callable(na) else na
-    if neuron_axes is None:
-        raise invalid(
-            "neuron_axes", f"be given for `model` {name}: the neuron axis of each leaf, as jax.vmap's in_axes "
-                           f"(None for leaves shared by all neurons), or a method `neuron_axes()` on the model",
-            "None (`neuron_axes` is required)")
-    return neuron_axes

@@ -81,6 +81,10 @@ class Track(eqx.Module):
         if "singular_values" in q and not callable(self.linear_map):
             raise invalid("linear_map", "be a callable params -> matrix to track 'singular_values'",
                           repr(self.linear_map))
+        if isinstance(self.probe, (int, np.integer, float)) and not (isinstance(self.probe, (int, np.integer))
+                                                                     and self.probe >= 1):
+            raise invalid("probe", "be inputs with a leading sample axis, or a number >= 1 of training inputs",
+                          repr(self.probe))
         if {"outputs", "probe_loss", "model_outputs"} & set(q) and self.probe is None:
             raise invalid("probe", "be given (inputs with a leading sample axis, or a number of training inputs) to "
                                    "track 'outputs', 'probe_loss' or 'model_outputs'", "None")
@@ -211,14 +215,17 @@ def _data(data, num_steps, key):
         xs, ys = jax.tree_util.tree_map(jnp.asarray, data[0]), jnp.asarray(data[1])
     except (TypeError, ValueError) as err:
         raise wrong_kind("data", "hold arrays (xs, ys)", f"{err}") from err
+    if 0 in {np.shape(l)[0] for l in jax.tree_util.tree_leaves(xs) if np.ndim(l)}:
+        raise invalid("data", "hold at least one sample", "inputs with 0 samples (a leading axis of length 0)")
     m = _leading("data", xs)
-    for leaf in jax.tree_util.tree_leaves((xs, ys)):
+    for what, leaf in [("inputs xs", l) for l in jax.tree_util.tree_leaves(xs)] + [("targets ys", ys)]:
         if not jnp.issubdtype(leaf.dtype, jnp.number) or jnp.issubdtype(leaf.dtype, jnp.complexfloating):
-            raise wrong_kind("data", "hold real inputs and targets", f"an array of dtype {leaf.dtype}")
-        if not np.all(np.isfinite(np.asarray(leaf))):
-            raise invalid("data", "hold finite inputs and targets", "NaN or infinite entries")
+            raise wrong_kind("data", f"hold real {what}", f"{what.split()[0]} of dtype {leaf.dtype}")
+        bad = int(np.size(leaf) - np.count_nonzero(np.isfinite(np.asarray(leaf))))
+        if bad:
+            raise invalid("data", f"hold finite {what}", f"{what.split()[0]} with {bad} NaN or infinite entries")
     if ys.ndim == 0 or ys.shape[0] != m:
-        raise invalid("data", f"have one target per sample (ys of shape ({m},) or ({m}, o))", f"ys of shape {ys.shape}")
+        raise invalid("data", f"have targets ys of shape ({m},) or ({m}, o), one per sample", f"ys of shape {ys.shape}")
     batches = None
     if len(data) == 3:  # on the host: a jax array's min and max would each compile an eager program per shape
         host = np.asarray(data[2])
@@ -267,10 +274,15 @@ def _check_shapes(q, tr, frozen, x_first, ys, py):
     """The model applies to one input; targets and probe targets have its output shape. Returns the output shape."""
     try:
         out = jax.eval_shape(lambda t, x: Evaluation(q.apply, "model")(t, {"frozen": frozen}, (x, None, None)),
-                             tr, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], x_first)).shape[1:]
-    except (TypeError, IndexError, ValueError) as err:
-        raise invalid("model", "apply to its parameters and one input of `data` (shapes "
-                               f"{jax.tree_util.tree_map(np.shape, x_first)})", f"{q.name}, which cannot: {err}") from err
+                             tr, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], x_first))
+    except Exception as err:  # noqa: BLE001  (the user's model refuses one input: say which, with the shapes)
+        raise invalid("data", f"hold inputs {q.name} accepts", f"inputs of shape "
+                      f"{jax.tree_util.tree_map(np.shape, x_first)} per sample, which {q.name} refuses: "
+                      f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise wrong_kind("model", "return floating-point outputs (float64: the NQF is a second derivative)",
+                         f"{q.name}, which returns {out.dtype} outputs")
+    out = out.shape[1:]
     for name, y in (("data", ys), ("probe_targets", py)):
         if y is not None and tuple(y.shape[1:]) != tuple(out):
             raise invalid(name, f"have targets of shape (m, *out) with out = {tuple(out)} ({q.name}'s output shape)",
@@ -330,6 +342,7 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
     one = np.asarray(params)[0] if batched else params  # (a jax array's W0[0] would compile a slice)
     tr, frozen, packing = q.split(one)
     check_float64("params", tr, f"of {q.name}")
+    _check_shapes(q, tr, frozen, x_first, ys, None if track.probe_targets is None else jnp.asarray(track.probe_targets))
     sets = [] if sample is not None else [xs]
     if track.probe is not None and not isinstance(track.probe, (int, np.integer)):
         sets.append(track.probe)
@@ -339,7 +352,6 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
     parts, evaluation, form_gap = (q.parts(one, sets, key=key) if sets else
                                    ([(None, None)], Evaluation(q.apply, "matrix-free", packing=packing), None))
     probe, py = _probe_parts(track, parts, xs) if track.probe is not None else (None, None)
-    _check_shapes(q, tr, frozen, x_first, ys, py)
     chk = q.check(one, x_first)
     require_hypotheses(chk, q.name)
     (fit_m, data_m), (fit_q, data_q) = _fits(evaluation, loss, xs, ys, *parts[0], batches)
