@@ -95,7 +95,7 @@ def bound(reading: Reading, theta: float) -> Bound:
     z_nom = np.full(P, reading.std**2 * CHI2_GEOMEAN)
     ts = np.asarray(nqf.solutions.switch_on_time(d.r, d.C, z_nom))
     n = min(int(np.sum(ts < reading.times[-1])), P - 1)  # the last of the P modes has no tail after it
-    eq298 = float(solutions.fourier_exponent(BETA, theta))
+    eq298 = float(solutions.feature_exponent(2 * BETA, theta + BETA))
     stab = float(np.max(reading.learning_rate * 4 * couplings(reading, theta) * d.b))
     if n < 3:
         return Bound(n, eq298, np.nan, np.nan, np.nan, stab)

@@ -8,7 +8,7 @@ $\\sum_k(c_ka_kW_k - b_k)^2$ (the same iterates). :func:`raw_mlp_gd`: Fig. 5's b
 import equinox as eqx
 import jax.numpy as jnp
 
-from nqf.architectures import fourier_mlp_batch, raw_tanh_mlp
+from nqf.architectures import fourier_mlp, raw_tanh_mlp
 from nqf.training import optimizer, train
 
 
@@ -24,7 +24,7 @@ class Loss(eqx.Module):
         if self.kind == "modes":
             return jnp.mean((args[0] * p**2 - args[1]) ** 2)
         y, s, xs, w, pre = args
-        return jnp.sum(w * (fourier_mlp_batch(p, xs, s, pre, nqf=self.kind == "nqf") - y) ** 2)
+        return jnp.sum(w * (fourier_mlp(p, xs, s, pre, nqf=self.kind == "nqf") - y) ** 2)
 
 
 class Recorded(eqx.Module):

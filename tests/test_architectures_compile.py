@@ -19,8 +19,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.architectures import TABLE1, TABLE3, table1_architectures  # noqa: E402
-from nqf.architectures import custom_architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
+from typing import ClassVar  # noqa: E402
+
+from nqf.architectures import REGISTRY, Architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
 from nqf.structure import structure_error, structure_matrix, structure_stack  # noqa: E402
 from helpers import BAD_INPUT, count_compilations  # noqa: E402
 
@@ -46,14 +47,13 @@ def _everything(make, seed):
 
 # --------------------------------------------------------------- values, not closures
 def test_architectures_are_equal_and_hash_alike_by_value():
-    for row in TABLE3:
+    for row in REGISTRY:
         a, b = row.build(), row.build()
         assert a is not b and a == b and hash(a) == hash(b), row.key
     assert two_layer_mlp(4) != two_layer_mlp(5)
     assert two_layer_mlp(4) != two_layer_mlp(4, activation=jax.nn.gelu)
     assert qk_attention(3, 4, 2, c=jnp.array([1.0, 0.0, 0.0])) != qk_attention(3, 4, 2)
     assert qk_attention(3, 4, 2, c=jnp.array([1.0, 0.0, 0.0])) == qk_attention(3, 4, 2, c=np.array([1.0, 0, 0]))
-    assert table1_architectures() == [row.build() for row in TABLE1]
 
 
 @pytest.mark.parametrize("make", [lambda: two_layer_mlp(4), lambda: multihead_attention(3, 4, 2, 2),
@@ -101,16 +101,30 @@ def test_plain_callable_reading_a_global_is_never_served_a_stale_A():
     np.testing.assert_allclose(R2.A, 2.0 * A1, rtol=1e-14)
 
 
-def test_custom_architecture_is_traced_afresh():
-    """A CustomArchitecture wraps user callables: it is not cached by value either."""
+_MLP3 = two_layer_mlp(3)
+
+
+class _ScaledMLP(Architecture):
+    """A module of one's own whose callables read mutable state: ``cache_by_value = False``."""
+
+    name = "scaled MLP"
+    p = 4
+    cache_by_value: ClassVar[bool] = False
+
+    def apply(self, W, x):
+        return _global_reading_module(W, x)
+
+    def structure(self, x):
+        return _SCALE["value"] * _MLP3.structure(x)
+
+    def sample_input(self, key):
+        return _MLP3.sample_input(key)
+
+
+def test_an_architecture_not_cached_by_value_is_traced_afresh():
+    """An Architecture that reads mutable state (``cache_by_value = False``) is not cached by value either."""
     x = jnp.array([0.7, -1.3, 0.4])
-    mlp = two_layer_mlp(3)
-
-    def closed(x):
-        return _SCALE["value"] * mlp.structure(x)
-
-    arch = custom_architecture("scaled MLP", 4, _global_reading_module, closed, mlp.sample_input, "test")
-    assert not arch.cache_by_value
+    arch = _ScaledMLP()
     _SCALE["value"] = 1.0
     c1 = nqf.structure.check_theorem1(arch, x=x, rays=1, scales=np.logspace(-3, -1, 4), seed=0)
     _SCALE["value"] = 3.0
@@ -122,16 +136,6 @@ def test_custom_architecture_is_traced_afresh():
     np.testing.assert_allclose(c3.A_autodiff, 3.0 * c1.A_autodiff, rtol=1e-14)
     np.testing.assert_allclose(B3[0], 3.0 * c1.A, rtol=1e-14)
     assert c1.closed_form_error < 1e-12 and c3.closed_form_error < 1e-12
-
-
-def test_custom_architecture_rejects_bad_arguments():
-    mlp = two_layer_mlp(3)
-    with pytest.raises(ValueError, match="`p`"):
-        custom_architecture("m", 0, mlp.apply, mlp.structure, mlp.sample_input, "d")
-    with pytest.raises(BAD_INPUT, match="`structure` must be callable|structure"):
-        custom_architecture("m", 4, mlp.apply, None, mlp.sample_input, "d")
-    with pytest.raises(ValueError, match="`outputs`"):
-        custom_architecture("m", 4, mlp.apply, mlp.structure, mlp.sample_input, "d", outputs=0)
 
 
 def test_structure_reports_compile_a_plain_callable_once_per_call():

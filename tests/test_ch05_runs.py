@@ -9,7 +9,7 @@ import pytest
 
 import nqf
 from nqf import NQFData, datasets
-from nqf.datasets import orthogonal_features_dataset
+from nqf.datasets._solvable import orthogonal_features_dataset
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))

@@ -11,7 +11,8 @@ import pytest
 
 import nqf
 from nqf.training import BatchLoss, Record
-from nqf.updates import SGDState, nqf_sgd, nqf_sgd_step, same_statistics, sgd_state, statistics, step_prediction_error, weight_outputs, weights_from_statistics
+from nqf.updates._discrete import SGDState, nqf_sgd_step, sgd_state
+from nqf.updates import nqf_sgd, same_statistics, statistics, step_prediction_error, weight_outputs, weights_from_statistics
 from nqf.model import NQFData
 from helpers import BAD_INPUT, general_nqf_data
 

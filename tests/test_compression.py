@@ -12,7 +12,8 @@ import pytest
 import nqf
 from nqf.training import BatchLoss, Record
 from nqf.updates import statistics, weight_outputs
-from nqf.updates import compress, compression_bound, compression_error, structure_span, update_lipschitz
+from nqf.updates import compress, compression_bound, compression_error, update_lipschitz
+from nqf.updates._compression import structure_span
 from nqf.model import NQFData
 from helpers import BAD_INPUT
 

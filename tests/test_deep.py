@@ -10,7 +10,8 @@ import pytest
 
 from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
 from nqf.training import BatchLoss, Record, train
-from nqf.updates import deep_nqf_sgd, deep_nqf_sgd_step, same_statistics, weights_from_statistics
+from nqf.updates import deep_nqf_sgd, same_statistics, weights_from_statistics
+from nqf.updates._deep import deep_nqf_sgd_step
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
 
 from helpers import BAD_INPUT

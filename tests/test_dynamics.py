@@ -13,7 +13,7 @@ import pytest
 import nqf
 from nqf.training import BatchLoss, Record
 from nqf import NQFData
-from nqf.datasets import orthogonal_features_dataset
+from nqf.datasets._solvable import orthogonal_features_dataset
 from helpers import BAD_INPUT, general_nqf_data
 
 
@@ -58,7 +58,7 @@ def test_eta_squared_terms_are_needed():
         return nqf.model.mse_loss(W @ W.T, batch, mu=W.sum(axis=1))
 
     W1 = W - eta * jax.grad(loss)(W)
-    M1, mu1, *_ = nqf.updates.nqf_sgd_step((M, mu), batch, eta=eta, d=d)
+    M1, mu1, *_ = nqf.updates._discrete.nqf_sgd_step((M, mu), batch, eta=eta, d=d)
     err = float(jnp.max(jnp.abs(M1 - W1 @ W1.T)))
     assert err < 1e-13
     assert float(jnp.max(jnp.abs(mu1 - W1.sum(axis=1)))) < 1e-13

@@ -12,7 +12,9 @@ from jaxtyping import TypeCheckError    # noqa: E402
 
 from nqf.structure import FeedforwardForm, feedforward_splits
 from nqf.structure import effective_matrix, feedforward_form, feedforward_output, representation, split_structure, split_weights
-from nqf.architectures import feedforward_structure, phase_retrieval, two_layer_mlp  # noqa: E402
+from nqf.architectures import two_layer_mlp  # noqa: E402
+from nqf.architectures._base import feedforward_structure  # noqa: E402
+from nqf.architectures._modules import phase_retrieval  # noqa: E402
 from helpers import BAD_INPUT
 
 KEY = jax.random.PRNGKey(0)

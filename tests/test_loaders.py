@@ -8,7 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from nqf.datasets import digits_odd_even, load_mnist, mnist_odd_even, read_idx
+from nqf.datasets import digits_odd_even, mnist_odd_even
+from nqf.datasets._digits import load_mnist, read_idx
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",

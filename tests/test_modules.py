@@ -11,7 +11,9 @@ import pytest    # noqa: E402
 
 from nqf.architectures import multihead_attention, qk_attention  # noqa: E402
 from nqf.architectures import cnn
-from nqf.architectures import diagonal_linear_network, feedforward_structure, mixture_of_experts, phase_retrieval, table1_architectures, two_layer_mlp
+from nqf.architectures import TABLE1, diagonal_linear_network, two_layer_mlp
+from nqf.architectures._base import feedforward_structure
+from nqf.architectures._modules import mixture_of_experts, phase_retrieval
 from nqf.structure import structure_error, structure_stack  # noqa: E402
 from helpers import BAD_INPUT  # noqa: E402
 
@@ -63,12 +65,12 @@ def test_closed_form_matches_autodiff(name):
 
 
 def test_table1_has_six_architectures():
-    archs = table1_architectures()
+    archs = [row.build() for row in TABLE1]
     assert len(archs) == 6
     for arch in archs:
         x = jax.tree_util.tree_map(np.asarray, arch.sample_input(jax.random.PRNGKey(3)))  # numpy works too
         A = arch.structure(x)
-        assert A.shape == (arch.p, arch.p) and arch.describe
+        assert A.shape == (arch.p, arch.p) and arch.name
         assert float(arch.apply(np.zeros((arch.p, 2)), x)) == 0.0
 
 

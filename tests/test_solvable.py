@@ -51,15 +51,15 @@ def test_implicit_xi_matches_runge_kutta(a, b, c):
     np.testing.assert_allclose(xi, ref, atol=1e-9 * scale, rtol=0)
     np.testing.assert_allclose(rate, jax.vmap(g)(ref), atol=1e-9 * (abs(c) + np.abs(a).sum()), rtol=0)
     # t(xi) inverts xi(t)
-    back = solutions.implicit_time(np.asarray(xi)[1:30], np.tile(a, (29, 1)), np.tile(b, (29, 1)), np.full(29, c))
+    back = solutions._implicit.implicit_time(np.asarray(xi)[1:30], np.tile(a, (29, 1)), np.tile(b, (29, 1)), np.full(29, c))
     np.testing.assert_allclose(back, t[1:30], rtol=1e-9, atol=1e-12)
 
 
 def test_fixed_point_and_degenerate_cases():
     # g(s) = e^{-s} - 1/2 has its root at ln 2
-    assert float(solutions.fixed_point(np.array([1.0]), np.array([1.0]), np.array(0.5))) == pytest.approx(np.log(2), rel=1e-14)
+    assert float(solutions._implicit.fixed_point(np.array([1.0]), np.array([1.0]), np.array(0.5))) == pytest.approx(np.log(2), rel=1e-14)
     # no root in the direction of motion: g(s) = -1 - e^{-s}... (a*b >= 0 with a = 0 here): nan
-    assert np.isnan(float(solutions.fixed_point(np.array([0.0]), np.array([1.0]), np.array(1.0))))
+    assert np.isnan(float(solutions._implicit.fixed_point(np.array([0.0]), np.array([1.0]), np.array(1.0))))
     # already at the fixed point: xi stays 0
     xi, rate = solutions.implicit_xi(np.array([0.0, 1.0]), np.array([0.5]), np.array([1.0]), np.array(0.5))
     np.testing.assert_array_equal(xi, [0.0, 0.0])
@@ -203,7 +203,7 @@ def iso():
 def test_isotropic_dataset_satisfies_assumption2(iso):
     Q, data = iso
     assert solutions.isotropy_residual(data.As, 0.25) < 1e-13
-    np.testing.assert_allclose(solutions.target_matrix(data.data), data.Y, atol=1e-13)
+    np.testing.assert_allclose(solutions._riccati.target_matrix(data.data), data.Y, atol=1e-13)
     A = np.asarray(data.As)
     assert np.abs(A[0] @ A[1] - A[1] @ A[0]).max() > 1e-2  # not commuting
 
@@ -248,7 +248,7 @@ def test_cor4_linear_network_and_saxe_time():
     # Saxe et al.'s clock runs at half speed: their solution at 2t is the NQF mode at t
     for a, s in enumerate(np.asarray(lin.s)):
         np.testing.assert_allclose(solutions.saxe_mode_strength(2 * ts, s, 1e-3), rho[:, a], atol=1e-9)
-        t_half = solutions.saxe_time_in_nqf_units(s, 1e-3, s / 2)
+        t_half = solutions.saxe_learning_time(s, 1e-3, s / 2) / 2  # in the NQF clock of Eq. (288)
         with np.errstate(divide="ignore", invalid="ignore"):
             logit = np.log(rho[1:, a] / (s - rho[1:, a]))  # increasing while rho < s
         ok = np.isfinite(logit)

@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.architectures import (
-    gated_mlp,
-    normalised_mlp,
-    output_nonlinearity_mlp,
-    symmetric_examples,
-)
+from nqf.architectures import output_nonlinearity_mlp, symmetric_examples
+from nqf.architectures._symmetric import gated_mlp, normalised_mlp
 
 jax.config.update("jax_enable_x64", True)
 

@@ -15,14 +15,15 @@ from nqf.architectures import multihead_attention  # noqa: E402
 from nqf.architectures import mha_quartic_term
 from nqf.architectures import mha_slices, single_head_attention_logits, stack_query_key, tied_qk_attention
 from nqf.structure import split_structure  # noqa: E402
-from nqf.architectures import Architecture, custom_architecture  # noqa: E402
-from nqf.architectures import bilinear_sequence_regression
-from nqf.architectures import linear_ssl_augmentation, matrix_completion, psd_matrix_sensing, quadratic_network, rectangular_matrix_sensing, word_context_embedding
-from nqf.architectures import TABLE3, Table3Row, to_nqf_weights
+from nqf.architectures import Architecture, REGISTRY, to_nqf_weights  # noqa: E402
+from nqf.architectures._modules import quadratic_network
+from nqf.architectures._quadratic_rows import bilinear_sequence_regression, linear_ssl_augmentation, matrix_completion
+from nqf.architectures._quadratic_rows import psd_matrix_sensing, rectangular_matrix_sensing, word_context_embedding
+from nqf.architectures._registry import Table3Row
 from nqf.structure import check_theorem1  # noqa: E402
 from helpers import BAD_INPUT
 
-ROWS = {row.key: row for row in TABLE3}
+ROWS = {row.key: row for row in REGISTRY}
 SCALES = np.logspace(-3, -1, 5)
 
 
@@ -32,14 +33,14 @@ def _sample(arch, seed=0):
 
 # ------------------------------------------------------------------ the registry
 def test_registry_has_the_seventeen_rows():
-    assert len(TABLE3) == 17 and len(ROWS) == 17
-    assert all(isinstance(row, Table3Row) for row in TABLE3)
+    assert len(REGISTRY) == 17 and len(ROWS) == 17
+    assert all(isinstance(row, Table3Row) for row in REGISTRY)
     # The paper's neurons are rows of W only in Prop. 4 and the two rows named in Table 3's caption.
-    assert {r.key for r in TABLE3 if r.neurons == "rows"} == {"sh_logits", "tied_qk", "ssl"}
-    assert {r.neurons for r in TABLE3} == {"columns", "rows"}
-    for row in TABLE3:
+    assert {r.key for r in REGISTRY if r.neurons == "rows"} == {"sh_logits", "tied_qk", "ssl"}
+    assert {r.neurons for r in REGISTRY} == {"columns", "rows"}
+    for row in REGISTRY:
         arch = row.build()
-        assert isinstance(arch, Architecture) and arch.describe
+        assert isinstance(arch, Architecture) and arch.name
         assert row.formula and row.structure and row.reference and row.short
         if row.groups is not None:
             assert sum(row.groups) == arch.p, row.key
@@ -136,10 +137,20 @@ def test_columns_of_a_rows_matrix_are_not_neurons():
     with pytest.raises(ValueError, match="not permutation-symmetric"):
         nqf.structure_matrix(by_columns, x, p=5, d=4)
 
-    def weighted(W, x):  # neuron i weighted by i + 1: not S_d-symmetric
-        return jnp.sum((1.0 + jnp.arange(W.shape[1], dtype=W.dtype)) * (W.T @ (x[0] - x[1])) ** 2)
+    class Weighted(Architecture):  # neuron i weighted by i + 1: not S_d-symmetric
+        name = "weighted"
+        p = 4
 
-    arch = custom_architecture("weighted", 4, weighted, ssl.structure, ssl.sample_input, "not symmetric")
+        def apply(self, W, x):
+            return jnp.sum((1.0 + jnp.arange(W.shape[1], dtype=W.dtype)) * (W.T @ (x[0] - x[1])) ** 2)
+
+        def structure(self, x):
+            return ssl.structure(x)
+
+        def sample_input(self, key):
+            return ssl.sample_input(key)
+
+    arch = Weighted()
     c = check_theorem1(arch, x=x, rays=1, scales=SCALES, seed=0)
     assert c.permutation_residual > 1e-3 and c.diag_spread > 1e-3
 
@@ -230,11 +241,10 @@ def test_check_row_rejects_bad_arguments():
 
 
 def test_tables_1_and_3_are_views_of_one_registry():
-    from nqf.architectures import REGISTRY, TABLE1, table1_architectures
-    assert TABLE3 == REGISTRY
+    from nqf.architectures import TABLE1
     assert [r.key for r in TABLE1] == ["mlp", "cnn", "mha", "moe", "phase", "dln_square"]  # the paper's Table 1 order
     assert all(r in REGISTRY for r in TABLE1) and [r.table1 for r in TABLE1] == list(range(6))
-    archs = table1_architectures()
+    archs = [r.build() for r in TABLE1]
     assert archs == [r.build() for r in TABLE1]  # architectures compare by value
     assert [a.name for a in archs] == ["two-layer MLP", "single-layer CNN", "multi-head attention",
                                        "mixture of experts", "phase retrieval", "diagonal linear network"]

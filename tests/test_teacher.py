@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf.datasets import subspace_inputs, teacher_dataset
+from nqf.datasets import teacher_dataset
+from nqf.datasets._general import subspace_inputs
 from nqf.updates import compress, statistics, weight_outputs
 
 

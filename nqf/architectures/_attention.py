@@ -15,17 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_size
-from .._checks import check_finite
-from .._checks import check_shape
-from .._types import ArrayLike
-from .._types import Input
-from ._base import Architecture
-from ._base import _check_outputs
-from ._base import check_weights
-from ._base import feedforward_structure
-from .._checks import invalid
+from .._checks import check_finite, check_shape, invalid
 from .._random import normal
+from .._types import ArrayLike, Input
+from ._base import Architecture, _check_outputs, _check_sizes, check_weights, feedforward_structure
 
 
 def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
@@ -44,11 +37,6 @@ def _split_input(x: Input, D: int, N: int) -> tuple[Array, Array]:
 def _unvec(w: Array, rows: int, cols: int) -> Array:
     """Inverse of the column-major ``vec`` of a ``(rows, cols)`` matrix."""
     return jnp.reshape(w, (cols, rows)).T
-
-
-def _sample_pair(key: Array, D: int, N: int) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
-    kq, kX = jax.random.split(key)
-    return normal(kq, (D,)), normal(kX, (D, N))
 
 
 def _pad_front(A: Array, n0: int) -> Array:
@@ -71,16 +59,12 @@ def _readout_vector(c, D: int) -> tuple[tuple, int | None]:
     return as_tuple, (None if c.ndim == 1 else int(c.shape[1]))
 
 
-def _check_dims(**dims) -> None:
-    for name, value in dims.items():
-        check_size(name, value)
-
-
 class _PairInput(Architecture):
     """Shared by the attention modules: input ``x = (q, X)``, sizes ``D``, ``N``."""
 
     def sample_input(self, key: Array) -> tuple[Float[Array, " D"], Float[Array, "D N"]]:
-        return _sample_pair(key, self.D, self.N)
+        kq, kX = jax.random.split(key)
+        return normal(kq, (self.D,)), normal(kX, (self.D, self.N))
 
     def readout(self, dtype) -> Array:
         """The fixed readout $c$ as an array of ``dtype`` (``(D,)`` or ``(D, o)``)."""
@@ -101,12 +85,6 @@ class MultiHeadAttention(_PairInput):
     @property
     def p(self) -> int:
         return (2 * self.d_k + self.d_v) * self.D + self.d_v * (1 if self.outputs is None else self.outputs)
-
-    @property
-    def describe(self) -> str:
-        D, d_k, d_v, n_out = self.D, self.d_k, self.d_v, 1 if self.outputs is None else self.outputs
-        return (f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D}); vec(W^V) ({d_v}x{D}); "
-                f"readout ({d_v}x{n_out})], column-major vec; x = (q, X); Prop. 2, Eq. (8)")
 
     def _head(self, w: Array, q: Array, X: Array) -> Array:
         D, d_k, d_v = self.D, self.d_k, self.d_v
@@ -150,9 +128,8 @@ def multihead_attention(D: int, N: int, d_k: int, d_v: int, *, outputs: int | No
     and $x_{avg}e_m^\top \otimes I_{d_v}$ in place of $x_{avg}\otimes I_{d_v}$ for output $m$.
     Query and key weights first enter at quartic order (Eq. 73).
     """
-    _check_outputs(outputs)
-    _check_dims(D=D, N=N, d_k=d_k, d_v=d_v)
-    return MultiHeadAttention(int(D), int(N), int(d_k), int(d_v), None if outputs is None else int(outputs))
+    _check_sizes(D=D, N=N, d_k=d_k, d_v=d_v)
+    return MultiHeadAttention(int(D), int(N), int(d_k), int(d_v), _check_outputs(outputs))
 
 
 class QKAttention(_PairInput):
@@ -169,12 +146,6 @@ class QKAttention(_PairInput):
     @property
     def p(self) -> int:
         return 2 * self.d_k * self.D
-
-    @property
-    def describe(self) -> str:
-        D, d_k = self.D, self.d_k
-        return (f"neuron w = [vec(W^Q) ({d_k}x{D}); vec(W^K) ({d_k}x{D})], column-major vec; "
-                "fixed readout c; x = (q, X); Prop. 3, Eq. (10)")
 
     def _head(self, w: Array, q: Array, X: Array) -> Array:
         s = self.d_k * self.D
@@ -225,6 +196,6 @@ def qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -> Arc
 
     Note $f_x(0) = d\, c^\top x_{avg}$ depends on the width $d$; $A$ does not.
     """
-    _check_dims(D=D, N=N, d_k=d_k)
+    _check_sizes(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
     return QKAttention(int(D), int(N), int(d_k), c, outputs)

@@ -1,28 +1,9 @@
-r"""Attention rows of Table 3 whose neurons are *rows* of the paper's weight matrices.
-
-:mod:`nqf.architectures` holds the two attention modules whose neuron is a whole
-head (multi-head attention, Prop. 2; query–key-only attention, Prop. 3). This
-file adds the two rows in which a neuron is one *hidden dimension* of a single
-head, i.e. one row of the paper's $W^Q, W^K \in \mathbb R^{d_k\times D}$:
-
-* single-head attention logits (Prop. 4, Eq. 12): neuron $i$ = (row $i$ of $W^Q$,
-  row $i$ of $W^K$), $p = 2D$;
-* tied query–key attention (Table 3): $W^Q = W^K = W$, neuron $i$ = row $i$ of $W$,
-  $p = D$, and the NQF order parameter is $W^\top W$.
-
-``nqf`` always stores neurons as the **columns** of its weight array, so these
-modules take the transpose of the paper's matrices: ``W_nqf = W_paper.T``
-(see :func:`stack_query_key` and :func:`nqf.architectures.to_nqf_weights`). Then
-$M = W_\text{nqf} W_\text{nqf}^\top = W_\text{paper}^\top W_\text{paper}$, the
-paper's convention for these rows (caption of Table 3).
-
-The softmax temperature $\sqrt{d_k}$ is a constant fixed when the module is
-built. In the paper $d_k$ is also the width of these modules; fixing it lets
-the same function be evaluated at other widths, as the checks of Theorem 1 do,
-and makes $A$ independent of the width, as Theorem 1 requires.
-
-The file also carries two helpers for the quartic-order claim of Prop. 2
-(Eq. 73): :func:`mha_slices` and :func:`mha_quartic_term`.
+r"""The attention rows of Table 3 whose neuron is one *hidden dimension* of a single head, i.e. one row of
+the paper's $W^Q, W^K \in \mathbb R^{d_k\times D}$: single-head attention logits (Prop. 4, Eq. 12; $p = 2D$)
+and tied query–key attention ($W^Q = W^K = W$, $p = D$); and the quartic term of multi-head attention
+(Eq. 73). nqf stores neurons as **columns**, so these modules take ``W_nqf = W_paper.T``; then
+$M = W_\text{nqf} W_\text{nqf}^\top = W_\text{paper}^\top W_\text{paper}$, the paper's convention (caption of
+Table 3). The temperature $\sqrt{d_k}$ is fixed when the module is built, so $A$ does not depend on the width.
 """
 
 from __future__ import annotations
@@ -34,18 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_shape
-from .._types import ArrayLike
-from .._types import Input
-from ._attention import _PairInput
-from ._attention import _check_dims
-from ._attention import _readout_vector
-from ._attention import _split_input
-from ._attention import _unvec
-from ._base import Architecture
-from ._base import feedforward_structure
-from .._checks import invalid
+from .._checks import check_finite, check_shape, invalid
+from .._types import ArrayLike, Input
+from ._attention import _PairInput, _readout_vector, _split_input, _unvec
+from ._base import Architecture, _check_sizes, feedforward_structure
 
 
 def _check_rows_weights(W, p: int, module: str, paper_shape: str) -> None:
@@ -92,13 +65,6 @@ class SingleHeadAttentionLogits(_PairInput):
     def p(self) -> int:
         return 2 * self.D
 
-    @property
-    def describe(self) -> str:
-        D = self.D
-        return (f"neuron w_i = [row i of W^Q ({D}); row i of W^K ({D})]: neurons are the ROWS of the paper's "
-                f"W^Q, W^K; nqf W = stack_query_key(W^Q, W^K); temperature sqrt(d_k), d_k = {self.d_k}; "
-                "x = (q, X); Prop. 4, Eq. (12)")
-
     def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
         D = self.D
         _check_rows_weights(W, self.p, "single_head_attention_logits", "W^Q and W^K (stack_query_key)")
@@ -131,7 +97,7 @@ def single_head_attention_logits(D: int, N: int, d_k: int, *, c: ArrayLike | Non
     ``c`` of shape ``(D, o)`` gives one $A^{(m)}$ per output (App. B.2). $\sqrt{d_k}$
     is a fixed temperature (module docstring).
     """
-    _check_dims(D=D, N=N, d_k=d_k)
+    _check_sizes(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
     return SingleHeadAttentionLogits(int(D), int(N), int(d_k), c, outputs)
 
@@ -150,11 +116,6 @@ class TiedQKAttention(_PairInput):
     @property
     def p(self) -> int:
         return self.D
-
-    @property
-    def describe(self) -> str:
-        return (f"neuron w_i = row i of the paper's W (d_k x D): neurons are ROWS, M = W^T W; nqf W = W_paper.T "
-                f"({self.D} x d); temperature sqrt(d_k), d_k = {self.d_k}; x = (q, X); Table 3")
 
     def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
         _check_rows_weights(W, self.p, "tied_qk_attention", "W (d_k x D)")
@@ -185,7 +146,7 @@ def tied_qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -
 
     Not feed-forward: $A$ is not of the block off-diagonal form of Eq. (17).
     """
-    _check_dims(D=D, N=N, d_k=d_k)
+    _check_sizes(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
     return TiedQKAttention(int(D), int(N), int(d_k), c, outputs)
 
@@ -197,15 +158,13 @@ def mha_slices(D: int, d_k: int, d_v: int, *, outputs: int | None = None) -> dic
     ``{"query", "key", "value", "readout"}`` for the packing
     ``[vec(W^Q); vec(W^K); vec(W^V); v]`` (column-major vec).
     """
-    _check_dims(D=D, d_k=d_k, d_v=d_v)
+    _check_sizes(D=D, d_k=d_k, d_v=d_v)
     s, sv, o = d_k * D, d_v * D, 1 if outputs is None else outputs
     return {"query": slice(0, s), "key": slice(s, 2 * s), "value": slice(2 * s, 2 * s + sv),
             "readout": slice(2 * s + sv, 2 * s + sv + d_v * o)}
 
 
-def mha_quartic_term(
-    W: Float[ArrayLike, "p d"], x: Input, *, D: int, N: int, d_k: int, d_v: int
-) -> Float[Array, ""]:
+def mha_quartic_term(W: Float[ArrayLike, "p d"], x: Input, *, D: int, N: int, d_k: int, d_v: int) -> Float[Array, ""]:
     r"""The first term of multi-head attention in which $W^Q, W^K$ appear (order 4, Eq. 73).
 
     Expanding the softmax one order further than Eq. (72),

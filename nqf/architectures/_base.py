@@ -1,17 +1,6 @@
-r"""The base of every architecture: the :class:`Architecture` value, input checks shared by the
-constructors, and the feed-forward structure matrix of Eq. (17). Each constructor (in the other
-modules of :mod:`nqf.architectures`) bundles a module ``apply(W, x)`` (neurons are the columns of
-``W``) with its closed-form $A(x)$ of Sec. 3, so that notebooks never special-case an architecture. An architecture is an
-``equinox.Module`` whose fields are its static sizes and options: a value,
-equal and hashable by value, so compiled functions taking it are cached on
-what it is rather than on which object it is. Near $W = 0$ (Theorem 1, Eq. 2)
-
-$$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
-
-Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
-This file holds the base class and shared helpers. Matrices inside a neuron are
-vectorised **column-major** (``vec`` stacks columns), the convention of the
-Kronecker identities in App. A.5-A.6.
+r"""The base of every architecture (:class:`Architecture`), the input checks the constructors share and the
+feed-forward structure matrix of Eq. (17). Matrices inside a neuron are vectorised **column-major**
+(``vec`` stacks columns), the convention of the Kronecker identities in App. A.5-A.6.
 """
 
 
@@ -25,26 +14,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_size
-from .._checks import check_callable
-from .._checks import check_finite
-from .._checks import check_shape
+from .._checks import check_callable, check_finite, check_shape, check_size, invalid, wrong_kind
 from .._types import ArrayLike
 from .._types import Input
-from .._checks import invalid
-from .._checks import wrong_kind
 
 
 class Architecture(eqx.Module):
-    """A module of interchangeable neurons together with its closed-form structure matrix.
+    r"""A module of interchangeable neurons together with its closed-form structure matrix.
 
-    An ``equinox.Module`` whose fields are the module's static sizes and
-    options (activation, readout, ...), all hashable: two architectures built
-    with the same arguments are equal and hash alike, so every compiled
-    function of :mod:`nqf.structure` that takes one is cached **by value**
-    (building ``two_layer_mlp(4)`` twice compiles its probes once). Callables
-    stored in a field (an activation, an expert) are compared by identity and
-    are assumed pure, as ``jax.jit`` assumes of the functions it compiles.
+    Near $W = 0$ (Theorem 1, Eq. 2) $f_x(W) = f_x(0) + \sum_i \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3)$; most
+    layers are feed-forward (Eq. 17), $A = \tfrac12[[0, C], [C^\top, 0]]$. An ``equinox.Module`` whose fields are
+    the module's static sizes and options, all hashable: two architectures built with the same arguments are
+    equal and hash alike, so every compiled function of :mod:`nqf.structure` that takes one is cached **by
+    value**. Callables stored in a field (an activation, an expert) are compared by identity and are assumed
+    pure, as ``jax.jit`` assumes. Subclass it for a module of one's own whose $A(x)$ is known in closed form.
 
     Attributes:
         name: short human-readable name (used in figure labels).
@@ -53,16 +36,14 @@ class Architecture(eqx.Module):
         structure: ``structure(x)``, the closed form $A(x)$, shape ``(p, p)``
             (``(o, p, p)`` for ``o`` outputs, one $A^{(o)}$ per output, App. B.2).
         sample_input: ``sample_input(key)`` draws one valid random input.
-        describe: the parameter packing of one neuron and the paper's reference.
         outputs: ``None`` for a scalar module, else the output dimension ``o``.
     """
 
     name: AbstractVar[str]
     p: AbstractVar[int]
-    describe: AbstractVar[str]
 
-    #: whether compiled functions may be cached on this architecture's value (see
-    #: the architectures built by :func:`custom_architecture`, whose callables may read mutable state).
+    #: whether compiled functions may be cached on this architecture's value (``False`` for a subclass whose
+    #: callables read mutable state: then :mod:`nqf.structure` traces it afresh on every call).
     cache_by_value: ClassVar[bool] = True
 
     @property
@@ -89,60 +70,6 @@ class Architecture(eqx.Module):
         return jnp.einsum("...pq,pq->...", self.structure(x), W @ W.T)
 
 
-class CustomArchitecture(Architecture):
-    """An architecture assembled from plain functions (see :func:`custom_architecture`).
-
-    Its callables are user code that may read mutable (global) state, so
-    nothing compiled from it is cached across calls: ``cache_by_value`` is
-    ``False`` and :mod:`nqf.structure` traces it afresh on every call.
-    """
-
-    name: str = eqx.field(static=True)
-    p: int = eqx.field(static=True)
-    apply_fn: Callable = eqx.field(static=True)
-    structure_fn: Callable = eqx.field(static=True)
-    sample_fn: Callable = eqx.field(static=True)
-    describe: str = eqx.field(static=True)
-    outputs: int | None = eqx.field(static=True, default=None)
-
-    cache_by_value: ClassVar[bool] = False
-
-    def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, "*o"]:
-        return self.apply_fn(W, x)
-
-    def structure(self, x: Input) -> Float[Array, "*o p p"]:
-        return self.structure_fn(x)
-
-    def sample_input(self, key: Array) -> Input:
-        return self.sample_fn(key)
-
-
-def custom_architecture(
-    name: str,
-    p: int,
-    apply: Callable,
-    structure: Callable,
-    sample_input: Callable,
-    describe: str,
-    *,
-    outputs: int | None = None,
-) -> Architecture:
-    """Wrap a user's ``apply(W, x)``, closed form ``structure(x)`` and ``sample_input(key)``.
-
-    For a module of one's own whose $A(x)$ is known in closed form; the checks
-    of :mod:`nqf.structure` (e.g. :func:`nqf.structure.check_theorem1`) then apply to it.
-    """
-    if not isinstance(name, str) or not isinstance(describe, str):
-        raise wrong_kind("name", "be a string, and so must `describe`", f"{name!r} and {describe!r}")
-    check_size("p", p)  # parameters per neuron
-    for arg, fn in (("apply", apply), ("structure", structure), ("sample_input", sample_input)):
-        if not callable(fn):
-            raise invalid(arg, 'be callable', f'{type(fn).__name__}')
-    _check_outputs(outputs)
-    return CustomArchitecture(name, int(p), apply, structure, sample_input, describe,
-                              None if outputs is None else int(outputs))
-
-
 # ----------------------------------------------------------------- helpers
 def check_weights(W, p: int, module: str) -> None:
     """Raise unless ``W`` has shape ``(p, d)`` with ``d >= 1``."""
@@ -150,6 +77,12 @@ def check_weights(W, p: int, module: str) -> None:
     if len(shape) != 2 or shape[0] != p or shape[1] < 1:
         raise invalid("W", f'have shape (p, d) = ({p}, *) for {module} (p parameters per neuron, one column per neuron)',
                       f'shape {shape}')
+
+
+def _check_sizes(**sizes) -> None:
+    """Each size a positive int (``TypeError`` for 2.5, "4", True; ``ValueError`` for 0, -1)."""
+    for name, value in sizes.items():
+        check_size(name, value)
 
 
 def check_input(name: str, x, shape: tuple[int, ...], meaning: str) -> None:
@@ -216,6 +149,8 @@ def _readout(W_read: ArrayLike, h: Array, outputs: int | None) -> Array:
     return W_read[0] @ h if outputs is None else W_read @ h
 
 
-def _check_outputs(outputs: int | None) -> None:
+def _check_outputs(outputs: int | None) -> int | None:
+    """``outputs`` validated: ``None`` (a scalar module) or a positive int."""
     if outputs is not None and (not isinstance(outputs, (int, np.integer)) or outputs < 1):
         raise invalid("outputs", 'be None (scalar output) or a positive int', f'{outputs!r}')
+    return None if outputs is None else int(outputs)

@@ -1,27 +1,10 @@
-r"""Deep modules as stacks of NQF layers (App. B.4, Def. 2; Fig. 8).
+r"""Deep modules as stacks of NQF blocks (App. B.4, Def. 2; Fig. 8).
 
-A deep module is cut into $L$ *blocks*, each a sum over interchangeable neurons with
-its own weights $W^{(l)} \in \mathbb R^{p_l\times d_l}$ (neurons are columns). Block
-$l$ maps the previous representation $h^{(l-1)}$ ($h^{(0)} = x$) to $h^{(l)}$, and
-Theorem 1 applied block by block gives the **deep NQF** of Def. 2 (Eq. 219),
-
-$$ h^{(l)}_k = \mathrm{Tr}\big[M^{(l)} A^{(l)}_k(h^{(l-1)})\big], \qquad M^{(l)} = W^{(l)}W^{(l)\top}, $$
-
-(both modules here satisfy ZGZ, so $C_k = 0$, $g_k = 0$, $B_k = 0$). A
-:class:`DeepArchitecture` bundles the module with, for each block, its closed form
-``forms[l](M, mu, h_prev)`` (Def. 2, computed from the order parameters alone,
-without building the $A$'s) and the dense stack ``structures[l](h_prev)`` of
-$A^{(l)}_k$ (for tests and pictures), plus the 1-layer NQF of Fig. 8: one NQF
-layer on the raw input whose weights are read off the deep module's weights so that
-it equals the linearisation of the deep NQF at step 0.
-
-* :func:`deep_mlp` — the 4-layer MLP $k\to n_1\to n_2\to n_3\to 1$ of Fig. 8 as two
-  two-layer blocks (Prop. 1 with vector output, App. B.2, then Prop. 1).
-* :func:`deep_attention` — two single-head attention layers of Fig. 8 (Prop. 2
-  for each layer: only value and readout enter at second order).
-* :func:`deep_single_head_attention` — the same two layers read with Prop. 4: the
-  neurons are the rows of $W^Q, W^K$ (value and readout fixed), so query and key enter
-  at quadratic order in each block.
+Block $l$ is a sum over interchangeable neurons with weights $W^{(l)}\in\mathbb R^{p_l\times d_l}$ mapping
+$h^{(l-1)}$ ($h^{(0)} = x$) to $h^{(l)}$; Theorem 1 block by block gives the **deep NQF** (Def. 2, Eq. 219)
+$h^{(l)}_k = \mathrm{Tr}[M^{(l)} A^{(l)}_k(h^{(l-1)})]$, $M^{(l)} = W^{(l)}W^{(l)\top}$ (ZGZ holds here, so
+$C_k = g_k = B_k = 0$). A :class:`DeepArchitecture` carries each block's closed form from the order
+parameters, the dense $A^{(l)}_k$, and the 1-layer NQF of Fig. 8.
 """
 
 from __future__ import annotations
@@ -34,19 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+from .._checks import invalid
+from .._random import normal
 from .._types import ArrayLike
 from ._attention import multihead_attention
 from ._attention_rows import single_head_attention_logits
-from ._base import Architecture
-from ._base import _zero_slope
-from ._base import check_activation
-from ._base import check_input
-from .._checks import check_size
-from ._base import check_weights
+from ._base import Architecture, _check_sizes, _zero_slope, check_activation, check_input, check_weights
 from ._base import feedforward_structure
 from ._modules import two_layer_mlp
-from .._checks import invalid
-from .._random import normal
 
 
 def _check_deep_weights(Ws, ps: tuple[int, ...], name: str) -> None:
@@ -76,7 +54,6 @@ class DeepArchitecture(eqx.Module):
         sample_input: ``sample_input(key)`` draws one random input.
         one_layer: the 1-layer NQF of Fig. 8 (an :class:`Architecture` on the raw input).
         collapse: ``collapse(Ws)``, the 1-layer NQF's weights matched at step 0.
-        describe: the block packing and the paper's reference.
     """
 
     @property
@@ -118,12 +95,6 @@ class DeepMLP(DeepArchitecture):
     @property
     def widths(self) -> tuple[int, int]:
         return (self.hidden[0], self.hidden[2])
-
-    @property
-    def describe(self) -> str:
-        k, (n1, n2, n3) = self.k, self.hidden
-        return (f"{k}->{n1}->{n2}->{n3}->1 bias-free MLP; block 1 neuron [W1 row ({k}); W2 column ({n2})], "
-                f"block 2 neuron [W3 row ({n2}); w4 entry]; Prop. 1 per block, Def. 2")
 
     @property
     def one_layer(self) -> Architecture:
@@ -222,10 +193,6 @@ class _MeanQuery(Architecture):
     def p(self) -> int:
         return self._inner.p
 
-    @property
-    def describe(self) -> str:
-        return self._inner.describe.replace("x = (q, X)", "x = X, query = mean token")
-
     def apply(self, W, x):
         check_input("x", x, (self.D, self.N), "one sequence of N tokens of dimension D (columns)")
         X = jnp.asarray(x)
@@ -271,12 +238,6 @@ class DeepAttention(DeepArchitecture):
     @property
     def ps(self) -> tuple[int, int]:
         return (self._mha1.p, self._mha2.p)
-
-    @property
-    def describe(self) -> str:
-        D, N = self.D, self.N
-        return (f"X in R^({D}x{N}); layer 1 self-attention head [Q, K, V ({D}x{D}), R ({D}x{D})], "
-                f"layer 2 mean-token query head [Q, K, V, r]; Prop. 2 per layer, Def. 2")
 
     @property
     def one_layer(self) -> Architecture:
@@ -345,8 +306,7 @@ def deep_attention(*, D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture
     The 1-layer NQF is the mean-query attention module on $X$ with the layer-1 heads as neurons
     and readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$, equal to the 2-layer NQF at step 0.
     """
-    for name, v in (("D", D), ("N", N), ("d_k", d_k)):
-        check_size(name, v)
+    _check_sizes(D=D, N=N, d_k=d_k)
     return DeepAttention(int(D), int(N), int(d_k))
 
 
@@ -389,13 +349,6 @@ class DeepSingleHeadAttention(DeepArchitecture):
     @property
     def widths(self) -> tuple[int, int]:
         return (self.d_k, self.d_k)
-
-    @property
-    def describe(self) -> str:
-        D, k = self.D, self.d_k
-        return (f"X in R^({D}x{self.N}); per layer {k} neurons w_i = [row i of W^Q ({D}); row i of W^K ({D})]; "
-                "layer 1 self-attention with a fixed value map V, layer 2 mean-token query with a fixed readout c; "
-                "Prop. 4 per layer, Def. 2")
 
     def _consts(self, dtype):
         return jnp.asarray(self.V, dtype), jnp.asarray(self.c, dtype)
@@ -486,8 +439,7 @@ def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Ar
     and readout $V^\top c$ (``collapse`` keeps $W^{(1)}$): the deep NQF without the layer-2 term, which is
     $O(\|W^{(1)}\|^4\|W^{(2)}\|^2)$ at step 0.
     """
-    for name, v in (("D", D), ("N", N), ("d_k", d_k)):
-        check_size(name, v)
+    _check_sizes(D=D, N=N, d_k=d_k)
     kV, kc = jax.random.split(key)
     V = np.asarray(normal(kV, (int(D), int(D)))) / np.sqrt(D)
     c = np.asarray(normal(kc, (int(D),))) / np.sqrt(D)

@@ -1,17 +1,12 @@
-r"""The Fourier MLP of Sec. 7 (Eq. 50, Fig. 5) and its structure matrix (Eq. 296).
+r"""The Fourier MLP of Sec. 7 (Eq. 50, Fig. 5), its structure matrix (Eq. 296), and Fig. 5's baseline.
 
 $$ f(x) = \frac{1}{\sqrt P}\sum_{k=1}^P W_k\tanh\big(s_ka_k\psi_k(x)\big),\qquad
    \psi_k(x) = \sqrt2\cos(2\pi kx),\quad s_k = k^{-\theta}, $$
 
-with trainable $w_k = (a_k, W_k)$. Packed as one neuron of $p = 2P$ parameters
-$(a_1, W_1, a_2, W_2, \dots)$ (``d`` copies of it are summed, so the module is permutation
-symmetric), Theorem 1 gives the block-diagonal (Eq. 296)
-
-$$ A(x) = \bigoplus_k \frac{s_k}{2\sqrt P}\begin{pmatrix}0 & \psi_k(x)\\ \psi_k(x) & 0\end{pmatrix}. $$
-
-``normalise=False`` drops the $1/\sqrt P$ of Eq. (50) (the reading under which Fig. 5 shows a
-power law; erratum 9 of the book). A plain tanh MLP on the raw input, the baseline of Fig. 5, is
-:func:`raw_tanh_mlp`.
+with trainable $w_k = (a_k, W_k)$. Packed as one neuron of $p = 2P$ parameters $(a_1, W_1, a_2, W_2, \dots)$,
+Theorem 1 gives the block-diagonal $A(x) = \bigoplus_k \frac{s_k}{2\sqrt P}\left(\begin{smallmatrix}0 & \psi_k(x)\\
+\psi_k(x) & 0\end{smallmatrix}\right)$ (Eq. 296). Dropping the $1/\sqrt P$ is the reading under which Fig. 5
+shows a power law (erratum 9 of the book).
 """
 
 from __future__ import annotations
@@ -19,14 +14,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_size
-from .._checks import check_ndim
+from .._checks import check_ndim, check_size, invalid
 from .._types import ArrayLike
 from ._base import Architecture
-from .._checks import invalid
 
 
 def fourier_features(x: Float[ArrayLike, "*n"] | float, P: int) -> Float[Array, "*n P"]:
@@ -38,16 +30,26 @@ def fourier_features(x: Float[ArrayLike, "*n"] | float, P: int) -> Float[Array, 
     return jnp.sqrt(2.0) * jnp.cos(2 * jnp.pi * k * xs)
 
 
-def fourier_scales(P: int, theta: float) -> Float[Array, " P"]:
-    r"""Per-unit scales $s_k = k^{-\theta}$ (Sec. 7)."""
-    if not np.isfinite(theta):
-        raise invalid("theta", 'be finite', f'{theta!r}')
-    return jnp.arange(1, P + 1, dtype=float) ** (-float(theta))
+def fourier_mlp(params: Float[ArrayLike, "2 P"], xs: Float[ArrayLike, " n"], s: Float[ArrayLike, " P"],
+                pre: float | Float[ArrayLike, ""], *, nqf: bool = False) -> Float[Array, " n"]:
+    r"""The Fourier MLP of Eq. (50) at a batch of inputs ``xs``, parameters as two rows
+    ``(a, W)``: $\mathrm{pre}\sum_kW_k\tanh(s_ka_k\psi_k(x))$, with ``s`` the scales $s_k = k^{-\theta}$ and
+    ``pre`` the prefactor ($1/\sqrt P$ as printed, or 1). ``nqf=True`` gives its NQF
+    $\mathrm{pre}\sum_ks_ka_kW_k\psi_k(x)$ (Eq. 296). ``s`` and ``pre`` are arrays, not options: a new
+    $\theta$ or reading compiles nothing, and ``jax.vmap`` runs many at once."""
+    params = jnp.asarray(params)
+    check_ndim("params", params, 2, "rows (a, W)")
+    a, v = params[0], params[1]
+    psi = fourier_features(xs, a.shape[0])
+    s = jnp.asarray(s)
+    if nqf:
+        return pre * psi @ (s * a * v)
+    return pre * jnp.tanh(psi * (s * a)[None, :]) @ v
 
 
 class FourierMLP(Architecture):
-    r"""The Fourier MLP of Eq. (50) as a module of interchangeable neurons (``W`` of shape ``(2P, d)``,
-    rows $(a_1, W_1, a_2, W_2, \dots)$; the paper's model is ``d = 1``)."""
+    r"""Eq. (50) as a module of interchangeable neurons (``W`` of shape ``(2P, d)``, rows
+    $(a_1, W_1, a_2, W_2, \dots)$; the paper's model is ``d = 1``), with its $A(x)$ (Eq. 296)."""
 
     P: int = eqx.field(static=True)
     theta: float = eqx.field(static=True)
@@ -62,15 +64,9 @@ class FourierMLP(Architecture):
         return 2 * self.P
 
     @property
-    def describe(self) -> str:
-        norm = "1/sqrt(P) * " if self.normalise else ""
-        return (f"f(x) = {norm}sum_k W_k tanh(s_k a_k psi_k(x)), s_k = k^-{self.theta:g}; neuron rows "
-                "(a_1, W_1, a_2, W_2, ...); A(x) of Eq. (296)")
-
-    @property
     def coupling(self) -> Float[Array, " P"]:
         r"""$c_k = s_k/\sqrt P$ (or $s_k$ without the normalisation): $f\approx\sum_kc_ka_kW_k\psi_k(x)$."""
-        s = fourier_scales(self.P, self.theta)
+        s = jnp.arange(1, self.P + 1, dtype=float) ** (-float(self.theta))
         return s / jnp.sqrt(self.P) if self.normalise else s
 
     def _check(self, W):
@@ -82,11 +78,9 @@ class FourierMLP(Architecture):
     def apply(self, W: Float[ArrayLike, "p d"], x) -> Float[Array, ""]:
         """Eq. (50), summed over the ``d`` neurons (columns of ``W``)."""
         W = self._check(W)
-        a, v = W[0::2], W[1::2]
-        s = fourier_scales(self.P, self.theta)
-        psi = fourier_features(x, self.P)
+        s = jnp.arange(1, self.P + 1, dtype=float) ** (-float(self.theta))
         pre = 1.0 / jnp.sqrt(self.P) if self.normalise else 1.0
-        return pre * jnp.sum(v * jnp.tanh(s[:, None] * a * psi[:, None]))
+        return pre * jnp.sum(W[1::2] * jnp.tanh(s[:, None] * W[0::2] * fourier_features(x, self.P)[:, None]))
 
     def apply_nqf(self, W: Float[ArrayLike, "p d"], x) -> Float[Array, ""]:
         r"""The NQF of the module, $\mathrm{Tr}[WW^\top A(x)] = \sum_kc_ka_kW_k\psi_k(x)$ (Prop. 1)."""
@@ -95,35 +89,11 @@ class FourierMLP(Architecture):
 
     def structure(self, x) -> Float[Array, "p p"]:
         """Eq. (296): block-diagonal, block k = c_k psi_k(x)/2 [[0, 1], [1, 0]]."""
-        blocks = 0.5 * self.coupling * fourier_features(x, self.P)
-        off = jnp.zeros(2 * self.P - 1).at[0::2].set(blocks)
+        off = jnp.zeros(2 * self.P - 1).at[0::2].set(0.5 * self.coupling * fourier_features(x, self.P))
         return jnp.diag(off, 1) + jnp.diag(off, -1)
 
     def sample_input(self, key: Array):
         return jax.random.uniform(key, ())
-
-
-def fourier_mlp(P: int, theta: float, *, normalise: bool = True) -> FourierMLP:
-    """The Fourier MLP of Eq. (50) (Fig. 5) with ``P`` units and scales ``s_k = k^-theta``."""
-    check_size("P", P)
-    if not np.isfinite(theta):
-        raise invalid("theta", 'be finite', f'{theta!r}')
-    return FourierMLP(int(P), float(theta), bool(normalise))
-
-
-def fourier_mlp_batch(params: Float[ArrayLike, "2 P"], xs: Float[ArrayLike, " n"], coupling_s: Float[ArrayLike, " P"],
-                      pre: float | Float[ArrayLike, ""], *, nqf: bool = False) -> Float[Array, " n"]:
-    r"""Eq. (50) on a batch of inputs with the parameters as two rows ``(a, W)``; ``coupling_s`` are the
-    $s_k$ and ``pre`` the prefactor ($1/\sqrt P$ or 1). ``nqf=True`` gives its NQF
-    $\mathrm{pre}\sum_ks_ka_kW_k\psi_k(x)$. The fast path used for training (one call per GD step)."""
-    params = jnp.asarray(params)
-    check_ndim("params", params, 2, "rows (a, W)")
-    a, v = params[0], params[1]
-    psi = fourier_features(xs, a.shape[0])
-    s = jnp.asarray(coupling_s)
-    if nqf:
-        return pre * psi @ (s * a * v)
-    return pre * jnp.tanh(psi * (s * a)[None, :]) @ v
 
 
 def raw_tanh_mlp(params: dict, xs: Float[ArrayLike, " n"]) -> Float[Array, " n"]:

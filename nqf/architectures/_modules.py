@@ -1,19 +1,5 @@
-r"""Modules as sums of interchangeable neurons, each with its closed-form $A(x)$.
-
-A module is a pure function ``apply(W, x)`` of the weights $W = (w_1 \dots w_d)
-\in \mathbb R^{p\times d}$ (**neurons are the columns**) and of one input
-``x``; it returns a scalar, or an ``(o,)`` vector for multi-output modules
-(App. B.2). Each constructor returns an :class:`Architecture` that bundles the
-module with the closed-form structure matrix of Sec. 3 (Table 1 / Table 3),
-so that notebooks never special-case an architecture. Near $W = 0$
-(Theorem 1, Eq. 2)
-
-$$ f_x(W) = f_x(0) + \sum_{i=1}^d \mathrm{Tr}[w_i w_i^\top A(x)] + O(\|W\|^3). $$
-
-Most layers are "feed-forward" (Eq. 17): $A = \tfrac12[[0, C], [C^\top, 0]]$.
-Attention modules live in :mod:`nqf.architectures`. Matrices inside a neuron are
-vectorised **column-major** (``vec`` stacks columns), the convention of the
-Kronecker identities in App. A.5-A.6.
+r"""Modules as sums of interchangeable neurons (Table 1, Props. 1, 5, 6): the two-layer MLP, the CNN, the
+mixture of experts, phase retrieval and the diagonal linear network, each with its closed-form $A(x)$.
 """
 
 from __future__ import annotations
@@ -25,32 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._types import ArrayLike
-from ._base import Architecture
-from ._base import _check_outputs
-from .._random import normal
-from ._base import _readout
-from ._base import _readout_blocks
-from ._base import _zero_slope
-from ._base import check_activation
-from ._base import require_function
-from ._base import check_input
-from ._base import check_weights
-from ._base import feedforward_structure
-from .._checks import check_size
+from .._checks import check_size as _int  # TypeError for 2.5, "4", True; ValueError for 0, -1
 from .._checks import invalid
+from .._random import normal
+from .._types import ArrayLike
+from ._base import Architecture, _check_outputs, _readout, _readout_blocks, _zero_slope, check_activation
+from ._base import check_input, check_weights, feedforward_structure, require_function
 
 
-def _int(name: str, value) -> int:
-    return check_size(name, value)  # TypeError for 2.5, "4", True; ValueError for 0, -1
-
-
-def _out(outputs) -> int | None:
-    _check_outputs(outputs)
-    return None if outputs is None else int(outputs)
-
-
-# ------------------------------------------------------------ architectures
 class TwoLayerMLP(Architecture):
     r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1); see :func:`two_layer_mlp`."""
 
@@ -66,13 +34,6 @@ class TwoLayerMLP(Architecture):
     @property
     def p(self) -> int:
         return self.k + int(self.bias) + (1 if self.outputs is None else self.outputs)
-
-    @property
-    def describe(self) -> str:
-        packing = "[u (k); b (1); v]" if self.bias else "[u (k); v]"
-        n_out = 1 if self.outputs is None else self.outputs
-        return (f"neuron w = {packing}, v of size {n_out}; f = sum_i v_i phi(u_i.x"
-                f"{' + b_i' if self.bias else ''}); Prop. 1, Eq. (6)")
 
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, "*o"]:
         k = self.k
@@ -91,14 +52,8 @@ class TwoLayerMLP(Architecture):
         return normal(key, (self.k,))
 
 
-def two_layer_mlp(
-    k: int,
-    *,
-    activation: Callable = jnp.tanh,
-    outputs: int | None = None,
-    bias: bool = False,
-    check_smooth: bool = True,
-) -> Architecture:
+def two_layer_mlp(k: int, *, activation: Callable = jnp.tanh, outputs: int | None = None, bias: bool = False,
+                  check_smooth: bool = True) -> Architecture:
     r"""Two-layer MLP $f_x(W) = \sum_i v_i\,\phi(u_i^\top x [+ b_i])$ (Eq. 5, Prop. 1).
 
     Neuron packing: ``w = [u; v]`` ($u \in \mathbb R^k$, $v \in \mathbb R$), or
@@ -113,7 +68,7 @@ def two_layer_mlp(
     If $\phi(0) \ne 0$ the formula is still the $A$ of the general form (Eq. 20)
     but ZGZ fails with $g(x) = [0; \phi(0) e_m]$.
     """
-    outputs = _out(outputs)
+    outputs = _check_outputs(outputs)
     require_function(activation)
     if check_smooth:
         check_activation(activation)
@@ -143,12 +98,6 @@ class CNN(Architecture):
     def p(self) -> int:
         return self.kh * self.kw + (1 if self.outputs is None else self.outputs)
 
-    @property
-    def describe(self) -> str:
-        n_patches = (self.height - self.kh + 1) * (self.width - self.kw + 1)
-        return (f"neuron w = [kernel ({self.kh}x{self.kw}, row-major); v]; global sum pooling over "
-                f"{n_patches} patches; Prop. 6, Eq. (16)")
-
     def _patches(self, x) -> Array:
         idx = patch_index(self.height, self.width, self.kh, self.kw)
         return jnp.reshape(jnp.asarray(x), (-1,))[idx]  # (P, m)
@@ -169,16 +118,8 @@ class CNN(Architecture):
         return normal(key, (self.height, self.width))
 
 
-def cnn(
-    height: int,
-    width: int,
-    kh: int,
-    kw: int,
-    *,
-    activation: Callable = jnp.tanh,
-    outputs: int | None = None,
-    check_smooth: bool = True,
-) -> Architecture:
+def cnn(height: int, width: int, kh: int, kw: int, *, activation: Callable = jnp.tanh, outputs: int | None = None,
+        check_smooth: bool = True) -> Architecture:
     r"""Single-channel CNN with global sum pooling, $f = \sum_i v_i \sum_p \phi(k_i^\top x_p)$ (Eq. 15).
 
     Valid cross-correlation (no kernel flip), stride 1, no padding; $x_p$ is the
@@ -187,7 +128,7 @@ def cnn(
     ``outputs = o``). Closed form (Prop. 6, Eq. 16): the MLP's $A$ with
     $\sum_p x_p$ in place of $x$.
     """
-    outputs = _out(outputs)
+    outputs = _check_outputs(outputs)
     height, width, kh, kw = _int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw)
     if kh > height or kw > width:
         bad = "kh" if kh > height else "kw"
@@ -196,10 +137,10 @@ def cnn(
     require_function(activation)
     if check_smooth:
         check_activation(activation)
-    return CNN(_int("height", height), _int("width", width), _int("kh", kh), _int("kw", kw), activation, outputs)
+    return CNN(height, width, kh, kw, activation, outputs)
 
 
-def linear_expert(theta: Float[ArrayLike, " n"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+def _linear_expert(theta: Float[ArrayLike, " n"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
     r"""Default expert $E(x; \theta) = \theta^\top x$, so $G(x) = \nabla_\theta E(x; 0) = x$."""
     return theta @ x
 
@@ -218,11 +159,6 @@ class MixtureOfExperts(Architecture):
     def p(self) -> int:
         return self.k + self.n_theta
 
-    @property
-    def describe(self) -> str:
-        return (f"neuron w = [r (k={self.k}); theta (n_theta={self.n_theta})]; f = sum_i psi(r_i.x) E(x; theta_i); "
-                "Prop. 5, Eq. (14)")
-
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
         k = self.k
         check_weights(W, self.p, "mixture_of_experts")
@@ -240,25 +176,19 @@ class MixtureOfExperts(Architecture):
         return normal(key, (self.k,))
 
 
-def mixture_of_experts(
-    k: int,
-    *,
-    expert: Callable | None = None,
-    n_theta: int | None = None,
-    gate: Callable = jnp.tanh,
-    check_smooth: bool = True,
-) -> Architecture:
+def mixture_of_experts(k: int, *, expert: Callable | None = None, n_theta: int | None = None,
+                       gate: Callable = jnp.tanh, check_smooth: bool = True) -> Architecture:
     r"""Mixture of experts with independent gating, $f = \sum_i \psi(r_i^\top x)\, E(x; \Theta_i)$ (Eq. 13).
 
     Neuron packing ``w = [r (k); theta (n_theta)]``. ``expert(theta, x)`` returns
-    a scalar; the default is ``linear_expert`` (one linear expert) ($n_\theta = k$). Prop. 5
+    a scalar; the default is one linear expert, $E = \theta^\top x$ ($n_\theta = k$). Prop. 5
     needs $\psi(0) = 0$ and $E(x; 0) = 0$ (checked here on a sample input).
     Closed form (Eq. 14), $G(x) = \nabla_\Theta E(x; 0)$:
 
     $$ A(x) = \frac{\psi'(0)}{2}\begin{bmatrix} 0 & x G(x)^\top \\ G(x) x^\top & 0\end{bmatrix}. $$
     """
     if expert is None:
-        expert, n_theta = linear_expert, k if n_theta is None else n_theta
+        expert, n_theta = _linear_expert, k if n_theta is None else n_theta
         if n_theta != k:
             raise invalid("n_theta", f"be k = {k} with the linear expert", f"{n_theta}")
     elif n_theta is None or n_theta < 1:
@@ -277,24 +207,23 @@ def mixture_of_experts(
 
 
 class PhaseRetrieval(Architecture):
-    r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$; see :func:`phase_retrieval`."""
+    r"""$\hat y = \sum_i (w_i^\top x)^2$, $A_x = xx^\top$: phase retrieval, or the quadratic network (Table 3);
+    see :func:`phase_retrieval`, :func:`quadratic_network`."""
 
     n: int = eqx.field(static=True)
-
-    name = "phase retrieval"
-    describe = "neuron w in R^n; f = sum_i (a.w_i)^2; A = a a^T (Table 1)"
+    name: str = eqx.field(static=True, default="phase retrieval")
 
     @property
     def p(self) -> int:
         return self.n
 
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
-        check_weights(W, self.n, "phase_retrieval")
-        check_input("x", x, (self.n,), "one sensing vector a")
+        check_weights(W, self.n, self.name.replace(" ", "_"))
+        check_input("x", x, (self.n,), "one input vector")
         return jnp.sum((W.T @ x) ** 2)
 
     def structure(self, x: ArrayLike) -> Float[Array, "p p"]:
-        check_input("x", x, (self.n,), "one sensing vector a")
+        check_input("x", x, (self.n,), "one input vector")
         return jnp.outer(x, x)
 
     def sample_input(self, key: Array) -> Float[Array, " n"]:
@@ -310,6 +239,12 @@ def phase_retrieval(n: int) -> Architecture:
     return PhaseRetrieval(_int("n", n))
 
 
+def quadratic_network(n: int) -> Architecture:
+    r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$, $A_x = xx^\top$ (Table 3): the function of
+    :func:`phase_retrieval`, read as a network with quadratic activation and unit readout."""
+    return PhaseRetrieval(_int("n", n), "quadratic network")
+
+
 class DiagonalLinearNetwork(Architecture):
     r"""Diagonal linear network (Table 1 / Table 3); see :func:`diagonal_linear_network`."""
 
@@ -323,12 +258,6 @@ class DiagonalLinearNetwork(Architecture):
     @property
     def p(self) -> int:
         return 2 * self.n if self.two_factor else self.n
-
-    @property
-    def describe(self) -> str:
-        if self.two_factor:
-            return "neuron w = [u (n); v (n)]; f = u^T Diag(x) v (Table 3)"
-        return "neuron w = u in R^n; f = sum_k x_k u_k^2 / 4; A = Diag(x)/4 (Table 1)"
 
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
         n = self.n
@@ -359,9 +288,7 @@ def diagonal_linear_network(n: int, *, two_factor: bool = False) -> Architecture
     return DiagonalLinearNetwork(_int("n", n), bool(two_factor))
 
 
-def gaussian_linear_part(
-    arch: Architecture, W: Float[ArrayLike, "p d"], *, n_quad: int = 60
-) -> Float[Array, "*o k"]:
+def gaussian_linear_part(arch: Architecture, W: Float[ArrayLike, "p d"], *, n_quad: int = 60) -> Float[Array, "*o k"]:
     r"""The best linear map of a two-layer MLP under Gaussian inputs, $\mathbb E_x[f_x(W)\,x^\top]$.
 
     For $x\sim\mathcal N(0, I_k)$, Stein's lemma gives

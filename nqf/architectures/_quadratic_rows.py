@@ -1,12 +1,6 @@
-r"""Exactly quadratic rows of Table 3: matrix sensing, completion, embeddings and friends.
-
-Each constructor returns an :class:`~nqf.architectures.Architecture` (module, closed-form
-$A(x)$, input sampler). All these models are polynomials of degree two in the
-weights, so the NQF of Theorem 1 is exact and $A(x)$ is their Hessian block.
-Neurons are the **columns** of ``W``; the one row whose paper writes neurons as
-rows (linear SSL augmentation) takes the transpose of the paper's matrix, see
-:func:`nqf.architectures.to_nqf_weights`. The registry that lists all 17 rows of
-Table 3 is :data:`nqf.architectures.TABLE3`.
+r"""The exactly quadratic rows of Table 3 (matrix sensing, completion, embeddings, bilinear sequence
+regression, linear SSL): polynomials of degree two in the weights, so the NQF is exact and $A(x)$ is their
+Hessian block. Neurons are the **columns** of ``W`` (:func:`nqf.architectures.to_nqf_weights`).
 """
 
 from __future__ import annotations
@@ -16,32 +10,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import check_size
-from .._checks import is_concrete
-from .._checks import check_shape
-from .._types import ArrayLike
-from .._types import Input
-from ._base import Architecture
-from ._base import check_input
-from ._base import check_weights
-from ._base import feedforward_structure
-from .._checks import invalid
+from .._checks import check_shape, invalid, is_concrete
 from .._random import normal
+from .._types import ArrayLike, Input
+from ._base import Architecture, _check_sizes, check_input, check_weights, feedforward_structure
 
 
-def _check_sizes(**sizes) -> None:
-    for name, value in sizes.items():
-        check_size(name, value)
-
-
-# ---------------------------------------------------------- exactly quadratic rows
 class PSDMatrixSensing(Architecture):
     r"""PSD matrix sensing, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3); see :func:`psd_matrix_sensing`."""
 
     n: int = eqx.field(static=True)
 
     name = "PSD matrix sensing"
-    describe = "neuron w_i in R^n (column of W); y = <S_a, W W^T>; A = Sym(S_a) (Table 3)"
 
     @property
     def p(self) -> int:
@@ -85,11 +65,6 @@ class RectangularMatrixSensing(Architecture):
     def p(self) -> int:
         return self.n1 + self.n2
 
-    @property
-    def describe(self) -> str:
-        return (f"neuron w_i = [u_i ({self.n1}); v_i ({self.n2})] (columns of U, V); y = Tr(U^T S_a V); "
-                "Table 3")
-
     def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "n1 n2"]) -> Float[Array, ""]:
         check_weights(W, self.p, "rectangular_matrix_sensing")
         check_input("x", x, (self.n1, self.n2), "one sensing matrix S_a")
@@ -127,14 +102,7 @@ def _check_index_pair(x, n1: int, n2: int, names: str) -> Array:
     return arr
 
 
-_INDEX_PAIR = {  # kind: (indices named, describe template)
-    "matrix_completion": ("row i, column j",
-                          "neuron = one latent factor [U[:, k] ({n1}); V[:, k] ({n2})]; x = (i, j); "
-                          "R_ij = u_i.v_j; Table 3"),
-    "word_context_embedding": ("word w, context c",
-                               "neuron = one embedding dimension [U[:, k] ({n1}); V[:, k] ({n2})]; "
-                               "x = (w, c); s_wc = u_w.v_c; Table 3"),
-}
+_INDEX_PAIR = {"matrix_completion": "row i, column j", "word_context_embedding": "word w, context c"}
 
 
 class IndexPairModel(Architecture):
@@ -153,18 +121,14 @@ class IndexPairModel(Architecture):
     def p(self) -> int:
         return self.n1 + self.n2
 
-    @property
-    def describe(self) -> str:
-        return _INDEX_PAIR[self.kind][1].format(n1=self.n1, n2=self.n2)
-
     def apply(self, W: Float[ArrayLike, "p d"], x: Int[ArrayLike, "2"]) -> Float[Array, ""]:
         check_weights(W, self.p, self.kind)
-        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind][0])
+        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind])
         W = jnp.asarray(W)
         return W[i] @ W[self.n1 + j]
 
     def structure(self, x: Int[ArrayLike, "2"]) -> Float[Array, "p p"]:
-        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind][0])
+        i, j = _check_index_pair(x, self.n1, self.n2, _INDEX_PAIR[self.kind])
         dtype = jnp.zeros(()).dtype  # float64 when x64 is on
         return feedforward_structure(jnp.outer(jax.nn.one_hot(i, self.n1, dtype=dtype),
                                                jax.nn.one_hot(j, self.n2, dtype=dtype)))
@@ -197,41 +161,6 @@ def word_context_embedding(n_words: int, n_contexts: int) -> Architecture:
     return IndexPairModel(int(n_words), int(n_contexts), "word_context_embedding")
 
 
-class QuadraticNetwork(Architecture):
-    r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$ (Table 3); see :func:`quadratic_network`."""
-
-    n: int = eqx.field(static=True)
-
-    name = "quadratic network"
-    describe = "neuron w_r in R^n; f = sum_r (w_r.x)^2; A = x x^T (Table 3)"
-
-    @property
-    def p(self) -> int:
-        return self.n
-
-    def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, " n"]) -> Float[Array, ""]:
-        check_weights(W, self.n, "quadratic_network")
-        check_input("x", x, (self.n,), "one input vector")
-        return jnp.sum((jnp.asarray(W).T @ x) ** 2)
-
-    def structure(self, x: Float[ArrayLike, " n"]) -> Float[Array, "p p"]:
-        check_input("x", x, (self.n,), "one input vector")
-        return jnp.outer(x, x)
-
-    def sample_input(self, key: Array) -> Float[Array, " n"]:
-        return normal(key, (self.n,))
-
-
-def quadratic_network(n: int) -> Architecture:
-    r"""Quadratic network $f_W(x) = \sum_r (w_r^\top x)^2$, $A_x = xx^\top$ (Table 3).
-
-    The same function as :func:`nqf.architectures.phase_retrieval`, read as a network
-    with quadratic activation and unit readout rather than as a measurement.
-    """
-    _check_sizes(n=n)
-    return QuadraticNetwork(int(n))
-
-
 class BilinearSequenceRegression(Architecture):
     r"""Bilinear sequence regression $f = x_s^\top UV^\top x_t$ (Table 3); see :func:`bilinear_sequence_regression`."""
 
@@ -245,11 +174,6 @@ class BilinearSequenceRegression(Architecture):
     @property
     def p(self) -> int:
         return 2 * self.D
-
-    @property
-    def describe(self) -> str:
-        return (f"neuron w_i = [u_i ({self.D}); v_i ({self.D})] (columns of U, V); f = x_s^T U V^T x_t, "
-                f"(s, t) = ({self.s}, {self.t}); Table 3")
 
     def apply(self, W: Float[ArrayLike, "p d"], x: Float[ArrayLike, "D L"]) -> Float[Array, ""]:
         D = self.D
@@ -292,11 +216,6 @@ class LinearSSLAugmentation(Architecture):
     @property
     def p(self) -> int:
         return self.n
-
-    @property
-    def describe(self) -> str:
-        return (f"neuron = row of the paper's encoder W (d x {self.n}): neurons are ROWS, M = W^T W; "
-                "nqf W = W_paper.T; x = (x, chi); A = Delta Delta^T (Table 3)")
 
     def _delta(self, x) -> Array:
         n = self.n

@@ -1,8 +1,5 @@
-r"""One registry of every architecture the book builds, from which Table 1 and Table 3 are views.
-
-Each :class:`Table3Row` records the paper's module $f_x(W)$, its closed-form $A(x)$ as printed,
-the source (Table 1 / Table 3 / Props. 1-6) and a constructor; ``TABLE3`` lists the 17 modules of
-Table 3 and ``TABLE1`` the six of Table 1 (in the paper's order), both filtered from ``REGISTRY``.
+r"""One registry of every architecture the book builds (the 17 rows of Table 3, Prop. 4 included), of which
+Table 1 is a view.
 """
 
 from __future__ import annotations
@@ -10,30 +7,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._types import ArrayLike
-from ._attention import multihead_attention
-from ._attention import qk_attention
-from ._attention_rows import single_head_attention_logits
-from ._attention_rows import tied_qk_attention
-from ._base import Architecture
-from ._modules import cnn
-from ._modules import diagonal_linear_network
-from ._modules import mixture_of_experts
-from ._modules import phase_retrieval
-from ._modules import two_layer_mlp
-from ._quadratic_rows import bilinear_sequence_regression
-from ._quadratic_rows import linear_ssl_augmentation
-from ._quadratic_rows import matrix_completion
-from ._quadratic_rows import psd_matrix_sensing
-from ._quadratic_rows import quadratic_network
-from ._quadratic_rows import rectangular_matrix_sensing
-from ._quadratic_rows import word_context_embedding
-import functools
 from .._checks import invalid
-
+from .._types import ArrayLike
+from ._attention import multihead_attention, qk_attention
+from ._attention_rows import single_head_attention_logits, tied_qk_attention
+from ._base import Architecture
+from ._modules import cnn, diagonal_linear_network, mixture_of_experts, phase_retrieval, quadratic_network
+from ._modules import two_layer_mlp
+from ._quadratic_rows import bilinear_sequence_regression, linear_ssl_augmentation, matrix_completion
+from ._quadratic_rows import psd_matrix_sensing, rectangular_matrix_sensing, word_context_embedding
 
 
 def to_nqf_weights(W_paper: Float[ArrayLike, "a b"], neurons: str) -> Float[Array, "p d"]:
@@ -51,7 +38,6 @@ def to_nqf_weights(W_paper: Float[ArrayLike, "a b"], neurons: str) -> Float[Arra
     return W.T if neurons == "rows" else W
 
 
-# ------------------------------------------------------------------ the registry
 class Table3Row(NamedTuple):
     r"""One row of Table 3: what the paper prints, and how to build it in nqf.
 
@@ -88,6 +74,7 @@ _P = functools.partial
 _FF = r"\tfrac12\begin{bmatrix}0 & %s\\ %s & 0\end{bmatrix}"
 _SOFTMAX = r"\mathrm{softmax}\big(X^\top %s x/\sqrt{d_k}\big)"
 
+#: Table 3 as Chapter 2 renders it: the 16 printed rows and Prop. 4, one :class:`Table3Row` each.
 REGISTRY: tuple[Table3Row, ...] = (
     Table3Row("psd_sensing", "PSD matrix sensing / PSD factorisation", "PSD sensing",
               r"\hat y_a = \langle S_a, W W^\top\rangle", r"A_a = \mathrm{Sym}(S_a)",
@@ -154,13 +141,5 @@ REGISTRY: tuple[Table3Row, ...] = (
               _P(linear_ssl_augmentation, 4), None, None, True),
 )
 
-#: Table 3 as Chapter 2 renders it: every row of :data:`REGISTRY` (the 16 printed rows and Prop. 4).
-TABLE3: tuple[Table3Row, ...] = REGISTRY
-
 #: The six rows of Table 1, in the paper's order (a view of :data:`REGISTRY`).
 TABLE1: tuple[Table3Row, ...] = tuple(sorted((r for r in REGISTRY if r.table1 is not None), key=lambda r: r.table1))
-
-
-def table1_architectures() -> list[Architecture]:
-    """The six architectures of Table 1 at small sizes (data version of Fig. 1), built from :data:`TABLE1`."""
-    return [row.build() for row in TABLE1]

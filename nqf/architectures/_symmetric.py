@@ -1,28 +1,13 @@
-r"""Permutation-symmetric ZGZ modules that are *not* plain sums over neurons.
+r"""Permutation-symmetric ZGZ modules that are *not* plain sums over neurons (Theorem 1's hypotheses at work).
 
-Theorem 1's statements about the Hessian at $W = 0$ (cross-neuron blocks vanish,
-Eq. 54; diagonal blocks equal, Eq. 56) and about the remainder order are
-identities for a module written as $\sum_i \phi(w_i)$: every cross derivative of
-such code is zero whatever the theorem says. The modules below couple their
-neurons *inside* the computation, so the cross blocks come out of autodiff
-through the coupling, and they vanish only because the hypotheses of Theorem 1
-hold (ZGZ, Property 1: $\partial_{w_i} f = 0$ whenever $w_i = 0$, for any other
-neurons, so $\partial_{w_j}\partial_{w_i} f = 0$ at $W = 0$; permutation symmetry
-for Eq. 56). Each is an :class:`~nqf.architectures.Architecture` with a closed-form
-$A(x)$ derived by the chain rule, so :func:`nqf.structure.check_theorem1` applies to it.
+For $\sum_i \phi(w_i)$ every cross derivative is zero whatever the theorem says. These modules couple their
+neurons *inside* the computation, so the cross blocks of the Hessian at $W = 0$ (Eq. 54) vanish only because
+ZGZ holds (Property 1: $\partial_{w_i} f = 0$ whenever $w_i = 0$), and the diagonal blocks are equal (Eq. 56)
+by permutation symmetry. Each has a closed-form $A(x)$ by the chain rule:
 
-* :func:`output_nonlinearity_mlp`: $f_x(W) = g\big(\sum_i a_i\,\phi(u_i^\top x)\big)$, an
-  output nonlinearity around the sum (default $g$ = softplus, $\phi$ = GELU, so no
-  per-neuron $Z_2$ symmetry: remainder order 3). $A = g'(0)\,\phi'(0)/2\,[[0, x],[x^\top, 0]]$.
-  With ``bias`` $b \ne 0$ inside $\phi$ (and $\phi(b) \ne 0$) ZGZ fails: the control whose
-  cross blocks do not vanish.
-* :func:`normalised_mlp`: $f_x(W) = \sum_i a_i\tanh\big(h_i/\sqrt{\delta + \sum_j h_j^2}\big)$,
-  $h = U^\top x$, a layer normalised over its neurons (RMS-style, $\delta > 0$ keeps it
-  smooth at 0). $A = \delta^{-1/2}/2\,[[0, x],[x^\top, 0]]$; $Z_2$-symmetric, order 4.
-* :func:`gated_mlp`: $f_x(W) = \sigma\big(\sum_i (r_i^\top x)^2\big)\,\sum_i a_i\tanh(u_i^\top x)$,
-  a gate shared by all neurons and fed by all of them. Neuron $[u; a; r]$;
-  $A = \sigma(0)/2\,[[0, x, 0],[x^\top, 0, 0],[0, 0, 0]]$ (the gate weights enter at
-  quartic order); $Z_2$-symmetric, order 4.
+* an output nonlinearity around the sum, $g(\sum_i a_i\phi(u_i^\top x))$ (remainder order 3);
+* a layer normalised over its neurons, $\sum_i a_i\tanh(h_i/\sqrt{\delta + \|h\|^2})$, $h = U^\top x$ (order 4);
+* a gate shared by all neurons, $\sigma(\sum_i (r_i^\top x)^2)\sum_i a_i\tanh(u_i^\top x)$ (order 4).
 """
 
 from __future__ import annotations
@@ -34,15 +19,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._checks import check_size
-from .._types import ArrayLike
-from ._base import Architecture
+from .._checks import check_size, invalid
 from .._random import normal
-from ._base import _zero_slope
-from ._base import check_input
-from ._base import check_weights
-from ._base import feedforward_structure
-from .._checks import invalid
+from .._types import ArrayLike
+from ._base import Architecture, _zero_slope, check_input, check_weights, feedforward_structure
 
 
 def _positive(name: str, value) -> float:
@@ -68,10 +48,6 @@ class OutputNonlinearityMLP(Architecture):
     def p(self) -> int:
         return self.k + 1
 
-    @property
-    def describe(self) -> str:
-        return "neuron w = [u (k); a]; f = g(sum_i a_i phi(u_i.x + b)), one g around the whole sum"
-
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
         check_weights(W, self.p, "output_nonlinearity_mlp")
         check_input("x", x, (self.k,), "one input vector")
@@ -95,18 +71,11 @@ class NormalisedMLP(Architecture):
     k: int = eqx.field(static=True)
     delta: float = eqx.field(static=True, default=1.0)
 
-    @property
-    def name(self) -> str:
-        return "layer normalised over its neurons"
+    name = "layer normalised over its neurons"
 
     @property
     def p(self) -> int:
         return self.k + 1
-
-    @property
-    def describe(self) -> str:
-        return ("neuron w = [u (k); a]; h = U^T x, f = sum_i a_i tanh(h_i / sqrt(delta + sum_j h_j^2)): "
-                "every neuron's output depends on all the others")
 
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
         check_weights(W, self.p, "normalised_mlp")
@@ -129,18 +98,11 @@ class GatedMLP(Architecture):
 
     k: int = eqx.field(static=True)
 
-    @property
-    def name(self) -> str:
-        return "MLP with a shared gate"
+    name = "MLP with a shared gate"
 
     @property
     def p(self) -> int:
         return 2 * self.k + 1
-
-    @property
-    def describe(self) -> str:
-        return ("neuron w = [u (k); a; r (k)]; f = sigmoid(sum_i (r_i.x)^2) sum_i a_i tanh(u_i.x): "
-                "one gate fed by every neuron multiplies every neuron")
 
     def apply(self, W: Float[ArrayLike, "p d"], x: ArrayLike) -> Float[Array, ""]:
         check_weights(W, self.p, "gated_mlp")

@@ -19,11 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_size
-from ..updates._discrete import weight_outputs
+from .._checks import check_size, invalid
 from ..model._data import NQFData
 from ..structure._autodiff import structure_reports
-from .._checks import invalid
+from ..updates import weight_outputs
 
 
 class TeacherData(NamedTuple):
@@ -48,17 +47,8 @@ def subspace_inputs(k: int, m: int, *, rank: int | None = None, rng: np.random.G
     return z @ basis.T / np.sqrt(r)
 
 
-def teacher_dataset(
-    module: Callable,
-    k: int,
-    m: int,
-    *,
-    p: int,
-    seed: int,
-    rank: int | None = None,
-    teacher_width: int = 3,
-    teacher_scale: float = 0.5,
-) -> TeacherData:
+def teacher_dataset(module: Callable, k: int, m: int, *, p: int, seed: int, rank: int | None = None,
+                    teacher_width: int = 3, teacher_scale: float = 0.5) -> TeacherData:
     r"""The general NQF (Eq. 20) of ``module`` on ``m`` random inputs in $\mathbb R^k$, with teacher targets.
 
     Inputs come from ``subspace_inputs``; each input's $(A, g, B, f_x(0))$ is measured by

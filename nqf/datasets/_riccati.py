@@ -13,15 +13,10 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_size
-from .._checks import check_shape
-from .._checks import check_symmetric
+from .._checks import check_ndim, check_positive, check_shape, check_size, check_symmetric, invalid
 from .._types import ArrayLike
 from ..model._data import NQFData
-from ._random import random_orthogonal
-from .._checks import invalid
+from ._solvable import random_orthogonal
 
 
 
@@ -90,9 +85,7 @@ class LinearNetworkData(NamedTuple):
         return NQFData(self.As, self.ys)
 
 
-def linear_network_dataset(
-    s: Float[ArrayLike, " r"], n_in: int, n_out: int, *, seed: int
-) -> LinearNetworkData:
+def linear_network_dataset(s: Float[ArrayLike, " r"], n_in: int, n_out: int, *, seed: int) -> LinearNetworkData:
     r"""A two-layer linear network $\hat y = UV^\top x$ as an NQF (Cor. 4, Eq. 265).
 
     A random teacher $T^* = U_T\,\mathrm{diag}(s)V_T^\top$; inputs $x_\mu$ ($\mu = 1..n_\mathrm{in}$)

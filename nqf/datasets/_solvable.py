@@ -1,9 +1,9 @@
 r"""Datasets that satisfy (or break) the assumptions of the solvable cases (Sec. 5).
 
-Commuting structure matrices (Assumption 1), proportional samples (Thm 4), orthogonal samples
-(Thm 5) and orthogonal features (Thm 6, the Fig. 3 construction), each as a :class:`SolvableData`
-carrying its eigenbasis; and :func:`breaking_direction`, the perturbation that breaks each assumption
-(chapter 4's "what if the hypothesis fails"). The closed forms live in :mod:`nqf.solutions`.
+Commuting structure matrices (Assumption 1), proportional samples (Thm 4), orthogonal samples (Thm 5, and
+Fig. 4's data of Sec. 6) and orthogonal features (Thm 6, the Fig. 3 construction), each a :class:`SolvableData`
+with its eigenbasis; and the perturbations that break each assumption (chapter 4). The closed forms live in
+:mod:`nqf.solutions`.
 """
 
 from __future__ import annotations
@@ -13,18 +13,39 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
-from .._checks import check_finite
-from .._checks import check_ndim
-from .._checks import check_shape
-from .._types import ArrayLike
-from .._types import StructureStack
-from ..model._data import NQFData
-from ..model._data import require_data
+from .._checks import check_finite, check_ndim, check_positive, check_shape, check_size, invalid
+from .._types import ArrayLike, StructureStack
+from ..model._data import NQFData, require_data
 from ..model._model import check_dataset
-from ._random import orthogonal_features_dataset
-from ._random import random_orthogonal
-from .._checks import invalid
 
+
+def random_orthogonal(n: int, *, seed: int) -> np.ndarray:
+    """A Haar-random ``n x n`` orthogonal matrix (QR of a Gaussian matrix, signs fixed)."""
+    check_size("n", n)
+    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def orthogonal_features_dataset(r: Float[ArrayLike, " p"], C_kk: float, *,
+                                seed: int) -> tuple[Float[ArrayLike, "p p p"], Float[ArrayLike, " p"]]:
+    r"""Diagonal structure matrices with orthogonal features (Theorem 6, Fig. 3 left/middle).
+
+    With $O$ a random $p\times p$ orthogonal matrix and $m = p$ samples,
+    $A(x_\mu) = c\,\mathrm{diag}(O_{\cdot\mu})$ gives
+    $\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = c^2\delta_{kj}$; $c = \sqrt{C_{kk} m/8}$ makes
+    $C_{kk}$ of Eq. (37) equal to ``C_kk`` and $y = \frac{m}{8c}O^\top r$ gives the growth
+    rates ``r``.
+    """
+    r = np.asarray(r, dtype=float)
+    check_ndim("r", r, 1, "one growth rate per mode")
+    check_finite("r", r)
+    check_positive("C_kk", C_kk)
+    m = p = r.shape[0]
+    O = random_orthogonal(p, seed=seed)
+    c = np.sqrt(C_kk * m / 8.0)
+    As = np.stack([np.diag(c * O[:, mu]) for mu in range(m)])
+    ys = m / (8.0 * c) * O.T @ r
+    return jnp.asarray(As), jnp.asarray(ys)
 
 
 class SolvableData(NamedTuple):
@@ -41,7 +62,6 @@ class SolvableData(NamedTuple):
         return NQFData(self.As, self.ys)
 
 
-# --------------------------------------------------------------------------- datasets
 def _basis(p: int, P, seed) -> np.ndarray:
     if P is None:
         return np.eye(p) if seed is None else random_orthogonal(p, seed=seed)
@@ -52,9 +72,8 @@ def _basis(p: int, P, seed) -> np.ndarray:
     return P
 
 
-def commuting_dataset(
-    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], *, P=None, seed: int | None = None
-) -> SolvableData:
+def commuting_dataset(lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], *, P=None,
+                      seed: int | None = None) -> SolvableData:
     r"""Commuting structure matrices $A(x_\mu) = P\,\mathrm{diag}(\lambda_{\mu,\cdot})P^\top$
     (Assumption 1). ``P`` defaults to the identity, or a random orthogonal matrix when
     ``seed`` is given."""
@@ -70,10 +89,8 @@ def commuting_dataset(
     return SolvableData(jnp.asarray(As), jnp.asarray(ys, dtype=float), jnp.asarray(Pm), jnp.asarray(lam))
 
 
-def proportional_dataset(
-    lambdas: Float[ArrayLike, " p"], cs: Float[ArrayLike, " m"], ys: Float[ArrayLike, " m"], *, P=None,
-    seed: int | None = None,
-) -> SolvableData:
+def proportional_dataset(lambdas: Float[ArrayLike, " p"], cs: Float[ArrayLike, " m"], ys: Float[ArrayLike, " m"], *,
+                         P=None, seed: int | None = None) -> SolvableData:
     r"""Proportional samples $A(x_\mu) = c_\mu A$, $A = P\,\mathrm{diag}(\lambda)P^\top$ (Theorem 4)."""
     lam = np.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 1, "eigenvalues of the shared matrix A")
@@ -82,9 +99,8 @@ def proportional_dataset(
     return commuting_dataset(cs[:, None] * lam[None, :], ys, P=P, seed=seed)
 
 
-def orthogonal_samples_dataset(
-    block_eigs: Float[ArrayLike, "m K"], ys: Float[ArrayLike, " m"], *, P=None, seed: int | None = None
-) -> SolvableData:
+def orthogonal_samples_dataset(block_eigs: Float[ArrayLike, "m K"], ys: Float[ArrayLike, " m"], *, P=None,
+                               seed: int | None = None) -> SolvableData:
     r"""Orthogonal samples (Theorem 5): sample $\mu$ has eigenvalues ``block_eigs[mu]`` on its
     own block of $K$ eigen-directions (indices $\mu K, \dots, \mu K + K - 1$, counting from 0)
     and zero elsewhere, so $A(x_\mu)A(x_\nu) = 0$ for $\mu\ne\nu$; $p = mK$."""
@@ -97,9 +113,8 @@ def orthogonal_samples_dataset(
     return commuting_dataset(lam, ys, P=P, seed=seed)
 
 
-def orthogonal_features_data(
-    r: Float[ArrayLike, " p"], C_kk: float, *, seed: int, P=None, rotate_seed: int | None = None
-) -> SolvableData:
+def orthogonal_features_data(r: Float[ArrayLike, " p"], C_kk: float, *, seed: int, P=None,
+                             rotate_seed: int | None = None) -> SolvableData:
     r"""Orthogonal features (Theorem 6): the Fig. 3 construction of
     ``orthogonal_features_dataset`` ($\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j} = 0$ for
     $k\ne j$), optionally rotated into a random eigenbasis ``P`` (``rotate_seed``)."""
@@ -139,9 +154,7 @@ def breaking_direction(
     if kind == "commuting":
         E = rng.normal(size=(m, p, p))
         E = 0.5 * (E + np.swapaxes(E, 1, 2))
-    elif kind == "proportional":
-        E = np.einsum("ik,mk,jk->mij", Pm, rng.normal(size=(m, p)), Pm)
-    elif kind == "orthogonal_features":
+    elif kind in ("proportional", "orthogonal_features"):
         E = np.einsum("ik,mk,jk->mij", Pm, rng.normal(size=(m, p)), Pm)
     elif kind == "orthogonal_samples":
         if lambdas is None:
@@ -165,9 +178,7 @@ def breaking_direction(
     return E * (scale / np.linalg.norm(E, axis=(1, 2), keepdims=True).clip(1e-300))
 
 
-def broken_datasets(
-    kind: str, data: NQFData, etas: Float[ArrayLike, " n"], **kwargs
-) -> list[NQFData]:
+def broken_datasets(kind: str, data: NQFData, etas: Float[ArrayLike, " n"], **kwargs) -> list[NQFData]:
     r"""The data broken by every size in ``etas`` at once: $A_\mu + \eta_i E_\mu$ for each $\eta_i$
     (targets unchanged), with $E_\mu$ from :func:`breaking_direction` (``kind`` and ``kwargs`` as
     there). One :class:`~nqf.model.NQFData` per $\eta_i$, all of one shape, ready for the batched
@@ -180,3 +191,26 @@ def broken_datasets(
     E = breaking_direction(kind, data.As, **kwargs)
     A = np.asarray(data.As, dtype=float)
     return [NQFData(A + eta * E, data.ys, gs=data.gs, Bs=data.Bs, f0=data.f0) for eta in etas]
+
+
+# ------------------------------------------------------------------ Fig. 4 (Sec. 6)
+def fig4_dataset(*, ys: Float[ArrayLike, " m"] | None = None, block: Float[ArrayLike, " K"] | None = None) -> SolvableData:
+    r"""Fig. 4's orthogonal samples (App. C): $m$ diagonal $A(x_\mu)$ with entries ``block``
+    (paper: 1, 1.5, 2) on sample $\mu$'s own block of $K$ indices, $p = mK$. The paper gives
+    neither the labels nor $\epsilon$; the default labels $y_\mu = 2^{-(\mu-1)}$ are this book's
+    choice (distinct growth rates $\zeta_\mu$, well separated plateaus)."""
+    ys = np.array([1.0, 0.5, 0.25, 0.125]) if ys is None else np.asarray(ys, dtype=float)
+    block = np.array([1.0, 1.5, 2.0]) if block is None else block
+    check_ndim("ys", ys, 1, "one label per sample")
+    block = np.asarray(block, dtype=float)
+    check_ndim("block", block, 1, "the K non-zero diagonal entries of each A(x_mu)")
+    return orthogonal_samples_dataset(np.tile(block, (ys.shape[0], 1)), ys)
+
+
+def gaussian_init(p: int, d: int, sigma: float, *, seed: int) -> np.ndarray:
+    r"""Weights $W_{ij}\sim\mathcal N(0,\sigma^2)$, shape ``(p, d)`` (App. C's "$\epsilon$" is this $\sigma$).
+    Then $z_k(0) = (W W^\top)_{kk} \approx d\sigma^2$, so $\ln(1/z_k(0)) \approx 2\ln(1/\sigma) - \ln d$.
+    ``seed`` (required) seeds NumPy's generator."""
+    p, d = check_size("p", p), check_size("d", d)
+    check_positive("sigma", sigma)
+    return sigma * np.random.default_rng(seed).normal(size=(p, d))

@@ -1,6 +1,6 @@
 r"""Power-law spectra for the scaling laws of Sec. 6 and the data of Figs. 3 (right) and 5.
 
-* :func:`power_law_spectrum` — decoupled modes with $r_k\propto k^{-\alpha_2}$, $V_k\propto k^{-\alpha_1}$,
+* decoupled modes with $r_k\propto k^{-\alpha_2}$, $V_k\propto k^{-\alpha_1}$,
   $C_{kk} = r_k^2/(8V_k)$ and $z_k(0) = \epsilon k^{-\beta}$ (Thm 9);
   :func:`fig3_right_spectrum` is the paper's Fig. 3 (right);
 * :func:`one_hot_dataset` — the NQF data of App. C that realise such a spectrum (one non-zero entry per
@@ -19,17 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
-from .._checks import check_size
+from .._checks import check_size as _positive_int
+from .._checks import invalid, wrong_kind
 from .._types import ArrayLike
-from ..architectures._fourier import fourier_features
-from ..architectures._fourier import fourier_mlp
+from ..architectures import fourier_features
 from ..model._data import NQFData
-from .._checks import invalid
-from .._checks import wrong_kind
-
-
-def _positive_int(name, v):
-    return check_size(name, v)
 
 
 def _finite(name, v, *, positive=False):
@@ -57,9 +51,8 @@ class FeatureSpectrum(NamedTuple):
         return np.log(self.r / (self.C * self.z0))
 
 
-def power_law_spectrum(
-    K: int, alpha1: float, alpha2: float, *, eps: float, beta: float = 0.0, r_scale: float = 1.0, V_scale: float = 1.0,
-) -> FeatureSpectrum:
+def power_law_spectrum(K: int, alpha1: float, alpha2: float, *, eps: float, beta: float = 0.0, r_scale: float = 1.0,
+                       V_scale: float = 1.0) -> FeatureSpectrum:
     r"""Modes $k = 1..K$ with $r_k = r_0k^{-\alpha_2}$, $V_k = V_0k^{-\alpha_1}$, $C_{kk} = r_k^2/(8V_k)$ (Thm 9's
     $V_k$) and $z_k(0) = \epsilon k^{-\beta}$. Raises if a mode would start at or above half its final value
     $r_k/C_{kk}$ (no switch-on to observe)."""
@@ -147,8 +140,8 @@ def sample_power_law(
     r"""Sample-wise data for Thm 11: $y_\mu = \mu^{-\gamma_1}$, and sample $\mu$ owns ``len(block)`` directions
     with eigenvalues $\lambda_{\mu,\max}\cdot$``block`` (as in Fig. 4, whose block is $(1, 1.5, 2)/2$), where
     $\lambda_{\mu,\max} = mc_\zeta\mu^{-\gamma_2}/(8y_\mu)$ so that $\zeta_\mu = c_\zeta\mu^{-\gamma_2}$ (Eq. 174).
-    All features start at $z_k(0) = \epsilon$ (Thm 10). The structure matrices are diagonal with disjoint
-    supports ($A_\mu A_\nu = 0$), see ``sample_dataset``."""
+    All features start at $z_k(0) = \epsilon$ (Thm 10). Its structure matrices, diagonal with disjoint
+    supports ($A_\mu A_\nu = 0$), are :func:`orthogonal_samples_dataset` ``(lambdas, ys)``."""
     m = _positive_int("m", m)
     g1, g2 = _finite("gamma1", gamma1), _finite("gamma2", gamma2)
     e = _finite("eps", eps, positive=True)
@@ -165,18 +158,6 @@ def sample_power_law(
         raise invalid("eps", "be small enough that every sample starts below its label (sum_j lambda_j z0 < y_mu); "
                       "lower `eps`", "some sample starts at or above its label")
     return SampleSpectrum(mu, ys, lam, zeta, z0)
-
-
-def sample_dataset(spec: SampleSpectrum) -> tuple[Float[ArrayLike, "m p p"], Float[ArrayLike, " m"], Float[ArrayLike, "m p"]]:
-    r"""The structure matrices of a (small) :class:`SampleSpectrum`: $p = mK$, $A_\mu$ diagonal with
-    ``lambdas[mu]`` on its own block of $K$ indices. Returns ``(As, ys, lambdas_full)`` with
-    ``lambdas_full`` the $(m, p)$ eigenvalues in the standard basis."""
-    m, K = spec.lambdas.shape
-    full = np.zeros((m, m * K))
-    for i in range(m):
-        full[i, i * K:(i + 1) * K] = spec.lambdas[i]
-    As = np.einsum("mp,pq->mpq", full, np.eye(m * K))
-    return jnp.asarray(As), jnp.asarray(spec.ys), jnp.asarray(full)
 
 
 class FourierData(NamedTuple):
@@ -211,13 +192,14 @@ def fourier_dataset(P: int, M: int, *, beta: float = 1.5, theta: float = 1.0, no
     P, M = _positive_int("P", P), _positive_int("M", M)
     if M <= 2 * P:
         raise invalid("M", "be > 2P: need M > 2P grid points for orthonormal features", f"M = {M}, P = {P}")
-    b_ = _finite("beta", beta)
-    arch = fourier_mlp(P, theta, normalise=normalise)
+    b_, theta = _finite("beta", beta), _finite("theta", theta)
+    scales = jnp.arange(1, P + 1, dtype=float) ** (-float(theta))  # s_k, and c_k = s_k / sqrt(P) as printed
+    coupling = scales / jnp.sqrt(P) if normalise else scales
     xs = np.arange(M) / M
     psi = np.asarray(fourier_features(xs, P))
     b = np.arange(1, P + 1, dtype=float) ** (-b_)
     ys = psi @ b
-    half = 0.5 * np.asarray(arch.coupling)[None] * psi
+    half = 0.5 * np.asarray(coupling)[None] * psi
     lambdas = np.concatenate([half, -half], axis=1)  # growing (a+W) block first, then (a-W)
     r = 8.0 / M * lambdas.T @ ys
     C = 8.0 / M * np.sum(lambdas**2, axis=0)

@@ -35,15 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_key
-from .._checks import check_size
-from ..architectures._attention import multihead_attention
-from ..architectures._attention_rows import single_head_attention_logits
-from ..architectures._base import Architecture
-from ..architectures._modules import patch_index, cnn, two_layer_mlp
-from ..structure._matrix_free import nqf_output
-from .._checks import invalid
+from .._checks import check_key, check_size, invalid
 from .._random import normal
+from ..architectures import Architecture, cnn, multihead_attention, single_head_attention_logits, two_layer_mlp
+from ..architectures._modules import patch_index
+from ..structure._matrix_free import nqf_output
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
 

@@ -16,16 +16,12 @@ from ._lotka_volterra import saxe_learning_time as saxe_learning_time
 from ._riccati import isotropy_residual as isotropy_residual
 from ._riccati import riccati_solution as riccati_solution
 from ._riccati import riccati_eigenvalues as riccati_eigenvalues
-from ._riccati import ProjectorCoefficients as ProjectorCoefficients
 from ._riccati import projector_coefficients as projector_coefficients
 from ._riccati import projector_M as projector_M
 from ._riccati import linear_network_modes as linear_network_modes
 from ._riccati import saxe_mode_strength as saxe_mode_strength
-from ._riccati import saxe_time_in_nqf_units as saxe_time_in_nqf_units
-from ._solvable import ProportionalSolution as ProportionalSolution
 from ._solvable import proportional_solution as proportional_solution
 from ._solvable import proportional_M as proportional_M
-from ._solvable import OrthogonalSamplesSolution as OrthogonalSamplesSolution
 from ._solvable import orthogonal_samples_solution as orthogonal_samples_solution
 from ._solvable import orthogonal_samples_M as orthogonal_samples_M
 from ._solvable import slaved_M as slaved_M
@@ -41,8 +37,6 @@ from ._sudden import SingularSweep as SingularSweep
 from ._sudden import singular_limit_sweep as singular_limit_sweep
 from ._scaling import feature_exponent as feature_exponent
 from ._scaling import sample_exponent as sample_exponent
-from ._scaling import fourier_exponent as fourier_exponent
-from ._scaling import nam_exponent as nam_exponent
 from ._scaling import effective_exponent as effective_exponent
 from ._scaling import effective_exponent_window as effective_exponent_window
 from ._scaling import logistic_excess_loss as logistic_excess_loss
@@ -60,7 +54,6 @@ __all__ = [
     "feature_exponent",
     "feature_step_loss",
     "features",
-    "fourier_exponent",
     "growth_and_competition",
     "halfway_crossing",
     "implicit_xi",
@@ -71,18 +64,14 @@ __all__ = [
     "LotkaVolterra",
     "lv_coefficients",
     "lv_flow",
-    "nam_exponent",
     "orthogonal_features_M",
     "orthogonal_samples_M",
     "orthogonal_samples_solution",
-    "OrthogonalSamplesSolution",
     "PlateauEnds",
     "projector_coefficients",
     "projector_M",
-    "ProjectorCoefficients",
     "proportional_M",
     "proportional_solution",
-    "ProportionalSolution",
     "riccati_eigenvalues",
     "riccati_solution",
     "sample_exponent",
@@ -94,7 +83,6 @@ __all__ = [
     "sample_xi_flow",
     "saxe_learning_time",
     "saxe_mode_strength",
-    "saxe_time_in_nqf_units",
     "singular_limit_sweep",
     "SingularSweep",
     "slaved_M",
@@ -104,11 +92,6 @@ __all__ = [
 
 # Importable as nqf.solutions.X by the rooms above and by the tests, but not the documented surface
 # (not in __all__): the rest of the room is private.
-from ._implicit import fixed_point as fixed_point
-from ._implicit import implicit_time as implicit_time
 from ._lotka_volterra import commuting_eigenbasis as commuting_eigenbasis
 from ._lotka_volterra import switch_on_time_asymptotic as switch_on_time_asymptotic
-from ._riccati import target_matrix as target_matrix
-from ._riccati import projector_solution as projector_solution
 from ._sudden import rescaled_time as rescaled_time
-from ._scaling import effective_exponent_time as effective_exponent_time

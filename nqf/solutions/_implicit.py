@@ -14,12 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_ndim
-from .._checks import check_shape
-from .._checks import require_x64
+from .._checks import check_finite, check_ndim, check_shape, invalid, require_x64
 from .._types import ArrayLike
-from .._checks import invalid
 
 
 _PANELS = 8
@@ -165,9 +161,8 @@ def fixed_point(a: Float[ArrayLike, "... n"], b: Float[ArrayLike, "... n"], c: F
     return _fixed_point_batch(a.reshape(-1, n), b.reshape(-1, n), c.reshape(-1)).reshape(c.shape)
 
 
-def implicit_time(
-    xi: Float[ArrayLike, "..."], a: Float[ArrayLike, "... n"], b: Float[ArrayLike, "... n"], c: Float[ArrayLike, "..."]
-) -> Float[Array, "..."]:
+def implicit_time(xi: Float[ArrayLike, "..."], a: Float[ArrayLike, "... n"], b: Float[ArrayLike, "... n"],
+                  c: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
     r"""The quadrature $t(\xi) = \int_0^{\xi}\frac{ds}{g(s)}$ of Eqs. (34)/(36) evaluated directly
     (same singularity-free Gauss–Legendre rule as :func:`implicit_xi`): the time at which the
     auxiliary scalar reaches ``xi``. ``inf`` at the fixed point, ``nan`` beyond it or behind the start."""
@@ -179,9 +174,8 @@ def implicit_time(
     return _time_batch(xi.reshape(-1), a.reshape(-1, n), b.reshape(-1, n), c.reshape(-1)).reshape(c.shape)
 
 
-def implicit_xi(
-    t: Float[ArrayLike, " T"], a: Float[ArrayLike, "... n"], b: Float[ArrayLike, "... n"], c: Float[ArrayLike, "..."]
-) -> tuple[Float[Array, "... T"], Float[Array, "... T"]]:
+def implicit_xi(t: Float[ArrayLike, " T"], a: Float[ArrayLike, "... n"], b: Float[ArrayLike, "... n"],
+                c: Float[ArrayLike, "..."]) -> tuple[Float[Array, "... T"], Float[Array, "... T"]]:
     r"""Solve $t = \int_0^{\xi(t)} \frac{ds}{g(s)}$, $g(s) = \sum_j a_j e^{-b_j s} - c$ (the form
     shared by Eqs. 34 and 36) for $\xi(t)$, by quadrature and Newton iteration.
 

@@ -14,20 +14,10 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import check_symmetric
-from .._types import ArrayLike
-from .._types import Matrix
-from .._types import StructureStack
-from ..model._data import NQFData
-from ..model._data import require_data
-from ..model._model import check_dataset
-from ..model._model import check_order_parameter
-from ._lotka_volterra import saxe_learning_time
-from .._checks import invalid
-
+from .._checks import check_ndim, check_positive, check_shape, check_symmetric, invalid
+from .._types import ArrayLike, Matrix, StructureStack
+from ..model._data import NQFData, require_data
+from ..model._model import check_dataset, check_order_parameter
 
 
 def isotropy_residual(As: StructureStack, c: float) -> float:
@@ -74,7 +64,7 @@ def riccati_solution(
     if ev.min() > 1e-10 * max(ev.max(), 1e-300):
         psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe)[None, :])  # int_0^t e^{-2 gam tau}
         E = jnp.exp(-tg)
-        Minv = E[:, :, None] * jnp.linalg.inv(Mt0)[None] * E[:, None, :] + 8 * c * jax_diag(psi)
+        Minv = E[:, :, None] * jnp.linalg.inv(Mt0)[None] * E[:, None, :] + 8 * c * _diag(psi)
         Mt = jnp.linalg.inv(Minv)
     else:  # rank-deficient M(0) = W W^T: Eq. (41) as F (I + 8c F^T Psi F)^{-1} F^T, F = e^{Yt} W
         psi = jnp.where(gam == 0, t[:, None], -jnp.expm1(-2 * tg) / (2 * safe)[None, :])
@@ -92,7 +82,7 @@ def riccati_solution(
     return jnp.einsum("ik,tkl,jl->tij", Q, Mt, Q)
 
 
-def jax_diag(v: Float[Array, "T p"]) -> Float[Array, "T p p"]:
+def _diag(v: Float[Array, "T p"]) -> Float[Array, "T p p"]:
     """Batch of diagonal matrices from rows of ``v``."""
     return v[..., :, None] * jnp.eye(v.shape[-1])[(None,) * (v.ndim - 1)]
 
@@ -160,8 +150,6 @@ def projector_M(t, projectors, gammas, kappas, z0) -> Float[Array, "T p p"]:
     return jnp.einsum("ta,aij->tij", z, jnp.asarray(projectors, dtype=float))
 
 
-
-
 def linear_network_modes(t, tau, c, rho0) -> Float[Array, "T r"]:
     r"""Cor. 4, Eqs. (271)–(272): $\rho_a(t) = \frac{\tau_a\rho_a(0)}{c_a\rho_a(0) +
     (\tau_a - c_a\rho_a(0))e^{-4\tau_at}}$; with $c_a = 1$ this is Eq. (288),
@@ -179,9 +167,3 @@ def saxe_mode_strength(t_saxe, s: float, u0: float, *, tau: float = 1.0):
     check_positive("tau", tau)
     x = np.exp(2 * s * np.asarray(t_saxe, dtype=float) / tau)
     return s * x / (x - 1 + s / u0)
-
-
-def saxe_time_in_nqf_units(s: float, u0: float, uf: float) -> float:
-    r"""Saxe et al.'s learning time $\frac{1}{2s}\ln\frac{u_f(s-u_0)}{u_0(s-u_f)}$ (their $\tau = 1$)
-    converted to the NQF clock of Eq. (288): divide by 2 (the paper's loss has no ½)."""
-    return saxe_learning_time(s, u0, uf, tau=1.0) / 2.0

@@ -1,8 +1,7 @@
 r"""Scaling laws: many sudden switch-ons add up to a power law (Sec. 6, Thms 9 and 11, App. C).
 
-* the exponents: feature-wise $(\alpha_1-1)/\alpha_2$ (Thm 9, Eq. 161), sample-wise
-  $(2\gamma_1-1)/\gamma_2$ (Thm 11, Eq. 187), the Fourier MLP's $(2\beta-1)/(\theta+\beta)$ (Eq. 298)
-  and the finite-$\epsilon$ effective exponent of Eqs. (289)-(295); each refuses parameters outside
+* the exponents: feature-wise $(\alpha_1-1)/\alpha_2$ (Thm 9, Eq. 161; the Fourier MLP's Eq. 298 is a
+  case), sample-wise $(2\gamma_1-1)/\gamma_2$ (Thm 11, Eq. 187) and the finite-$\epsilon$ effective exponent of Eqs. (289)-(295); each refuses parameters outside
   its theorem's conditions;
 * :func:`logistic_excess_loss`, the excess loss (Eq. 163) of any number of decoupled logistic modes
   (Thm 6, Eq. 39) evaluated in closed form, streamed over time so that $10^5$ modes cost no memory;
@@ -18,18 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_finite
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import require_x64
+from .._checks import check_finite, check_ndim, check_positive, check_shape, failed, invalid, require_x64
+from .._checks import wrong_kind
 from .._fit import fit_line
 from .._types import ArrayLike
-from ..flow._flow import integrate
-from ..flow._flow import succeeded
-from .._checks import invalid
-from .._checks import wrong_kind
-from .._checks import failed
+from ..flow._flow import integrate, succeeded
 
 
 def _real(name: str, value) -> float:
@@ -51,6 +43,11 @@ def feature_exponent(alpha1: float, alpha2: float, *, beta: float | None = None)
     Conditions (Thm 9): $\alpha_1 > 1$ (finite initial loss), $\alpha_2 > 0$, and, when the initial
     profile exponent ``beta`` is given, $\beta\ge\alpha_1-\alpha_2$ (every mode starts far below its
     final value, Eq. 164). Returns the exponent as a positive number (the slope is its negative).
+
+    Two cases of the book: the Fourier MLP (Eq. 298) with target coefficients $b_k = k^{-\beta}$ and scales
+    $s_k = k^{-\theta}$ has $\alpha_1 = 2\beta$, $\alpha_2 = \theta+\beta$ (Eq. 297), so
+    $\mathcal E(t) = \Theta(t^{-(2\beta-1)/(\theta+\beta)})$; Nam et al. (2024)'s multitask sparse parity, skill
+    frequencies $\propto k^{-(\alpha+1)}$, has $\alpha_1 = \alpha_2 = \alpha+1$ and the exponent $\alpha/(\alpha+1)$.
     """
     a1, a2 = _real("alpha1", alpha1), _real("alpha2", alpha2)
     if a1 <= 1:
@@ -78,31 +75,6 @@ def sample_exponent(gamma1: float, gamma2: float) -> float:
     if g2 <= 0:
         raise invalid("gamma2", "be > 0 (Thm 11: growth rates decaying as mu^-gamma2)", f"{g2!r}")
     return (2.0 * g1 - 1.0) / g2
-
-
-def fourier_exponent(beta: float, theta: float) -> float:
-    r"""Exponent of the Fourier MLP (Eq. 298): target coefficients $b_k = k^{-\beta}$ and scales
-    $s_k = k^{-\theta}$ give $\alpha_1 = 2\beta$, $\alpha_2 = \theta+\beta$ (Eq. 297), so
-    $\mathcal E(t) = \Theta(t^{-(2\beta-1)/(\theta+\beta)})$.
-
-    Conditions (Thm 9 through Eq. 297): $2\beta > 1$ and $\theta + \beta > 0$.
-    """
-    b, th = _real("beta", beta), _real("theta", theta)
-    if 2 * b <= 1:
-        raise invalid("beta", "be > 1/2 (Eq. 298: alpha1 = 2 beta > 1, Thm 9)", f"{b!r}")
-    if th + b <= 0:
-        raise invalid("theta", "make `theta` + `beta` > 0 (Eq. 298: alpha2 > 0, Thm 9)", f"theta = {th!r}, beta = {b!r}")
-    return feature_exponent(2 * b, th + b)
-
-
-def nam_exponent(alpha: float) -> float:
-    r"""Time exponent $\alpha/(\alpha+1)$ of Nam et al. (2024)'s multitask sparse parity model: skill
-    frequencies $\propto k^{-(\alpha+1)}$ set both the loss weight and the emergence rate of skill $k$,
-    i.e. the NQF with $\alpha_1 = \alpha_2 = \alpha+1$ in Eq. (161). Needs $\alpha > 0$."""
-    a = _real("alpha", alpha)
-    if a <= 0:
-        raise invalid("alpha", "be > 0 (Nam et al.'s exponent: alpha1 = alpha + 1 > 1)", f"{a!r}")
-    return feature_exponent(a + 1.0, a + 1.0)
 
 
 def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray | float:
@@ -175,10 +147,8 @@ def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: 
 
 
 # ------------------------------------------------------------------ feature-wise closed form
-def logistic_excess_loss(
-    t: Float[ArrayLike, " T"], r: Float[ArrayLike, " K"], C_kk: Float[ArrayLike, " K"], z0: Float[ArrayLike, " K"],
-    *, a: float = 1.0,
-) -> Float[Array, " T"]:
+def logistic_excess_loss(t: Float[ArrayLike, " T"], r: Float[ArrayLike, " K"], C_kk: Float[ArrayLike, " K"],
+                         z0: Float[ArrayLike, " K"], *, a: float = 1.0) -> Float[Array, " T"]:
     r"""Excess loss $\mathcal E(t) = \sum_kV_k(1 - z_k(t)/z_k(\infty))^2$ (Eq. 163) of decoupled logistic
     modes (Thm 6, Eq. 39; Thm 7, Eq. 42 with ``a = 2``), with $V_k = \zeta_k^2/(8C_k)$.
 
@@ -217,10 +187,9 @@ def _logistic_excess(t, r, C, z0, a):
 
 
 # ------------------------------------------------------------------ sample-wise (Thm 5, Eq. 133)
-def sample_wise_loss(
-    t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m K"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "m K"],
-    *, m_eff: int | None = None, tail: float = 60.0, rtol: float = 1e-10, atol: float = 1e-12,
-) -> Float[Array, "T m"]:
+def sample_wise_loss(t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m K"], ys: Float[ArrayLike, " m"],
+                     z0: Float[ArrayLike, "m K"], *, m_eff: int | None = None, tail: float = 60.0,
+                     rtol: float = 1e-10, atol: float = 1e-12) -> Float[Array, "T m"]:
     r"""Per-sample residuals $\Delta_\mu(t)/y_\mu$ under Thm 5 (orthogonal samples), from Eq. (133):
     $\dot\xi_\mu = \sum_j\lambda_{\mu,j}z_{\mu j}(0)e^{-\frac8m\lambda_{\mu,j}\xi_\mu} - y_\mu$, $\Delta_\mu = \dot\xi_\mu$.
 

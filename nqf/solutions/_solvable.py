@@ -1,16 +1,7 @@
-r"""Exactly solvable cases of the NQF gradient flow under Assumption 1 (Sec. 5).
-
-Datasets built to satisfy each assumption, and the closed forms of
-
-* Proposition 7 (Eq. 30): off-diagonal entries of $\tilde M = P^\top M P$ are slaved to
-  the features, $\tilde M_{ij}(t) = \tilde M_{ij}(0)\sqrt{z_i(t)z_j(t)/(z_i(0)z_j(0))}$;
-* Theorem 4 (Eqs. 33–34), proportional samples $A(x_\mu) = c_\mu A$;
-* Theorem 5 (Eqs. 35–36), orthogonal samples $A(x_\mu)A(x_\nu) = 0$;
-* Theorem 6 (Eqs. 38–39), orthogonal features (full $W(t)$ and $M(t)$).
-
-Theorems 4 and 5 are *implicit* (Eqs. 34, 36); their quadratures are evaluated and
-inverted in :mod:`nqf.solutions`, without integrating any differential equation. The isotropic case (Thm 7) and the
-projector solution (Thm 16, Cor. 4) live in :mod:`nqf.solutions`.
+r"""Exactly solvable cases of the NQF gradient flow under Assumption 1 (Sec. 5): Prop. 7 (Eq. 30, the
+off-diagonal entries slaved to the features), Theorem 4 (Eqs. 33-34, proportional samples), Theorem 5
+(Eqs. 35-36, orthogonal samples; both implicit, evaluated by quadrature, no ODE) and Theorem 6 (Eqs. 38-39,
+orthogonal features).
 """
 
 from __future__ import annotations
@@ -20,15 +11,18 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_ndim
-from .._checks import check_shape
-from .._types import ArrayLike
-from .._types import Matrix
+from .._checks import check_ndim, check_shape, invalid
+from .._types import ArrayLike, Matrix
 from ..model._model import check_order_parameter
 from ._implicit import implicit_xi
 from ._lotka_volterra import logistic_solution
-from .._checks import invalid
 
+
+def _rotated(P, M0) -> tuple[Array, Array]:
+    """``(P, P^T M0 P)`` as float arrays, ``M0`` checked."""
+    P, M0 = jnp.asarray(P, dtype=float), jnp.asarray(M0, dtype=float)
+    check_order_parameter(M0, P.shape[0])
+    return P, P.T @ M0 @ P
 
 
 # ------------------------------------------------------------------ Theorem 4
@@ -39,10 +33,8 @@ class ProportionalSolution(NamedTuple):
     beta: float  # (4/m) sum_mu c_mu y_mu
 
 
-def proportional_solution(
-    t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, " p"], cs: Float[ArrayLike, " m"],
-    ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, " p"],
-) -> ProportionalSolution:
+def proportional_solution(t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, " p"], cs: Float[ArrayLike, " m"],
+                          ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, " p"]) -> ProportionalSolution:
     r"""Theorem 4 (proportional samples $A(x_\mu) = c_\mu A$, $A = P\Lambda P^\top$): with
     $\alpha = \frac4m\sum_\mu c_\mu^2$, $\beta = \frac4m\sum_\mu c_\mu y_\mu$, the scalar $\xi(t)$
     solves Eq. (34), $t = \int_0^{\xi}\frac{ds}{\alpha\sum_j\lambda_j z_j(0)e^{-2\lambda_j s}-\beta}$,
@@ -64,9 +56,7 @@ def proportional_solution(
 
 def proportional_M(t, P, lambdas, cs, ys, M0) -> Float[Array, "T p p"]:
     r"""$M(t) = W(t)W(t)^\top$ from Eq. (33), $W(t) = Pe^{-\xi(t)\Lambda}P^\top W(0)$."""
-    P, M0 = jnp.asarray(P, dtype=float), jnp.asarray(M0, dtype=float)
-    check_order_parameter(M0, P.shape[0])
-    Mt0 = P.T @ M0 @ P
+    P, Mt0 = _rotated(P, M0)
     sol = proportional_solution(t, lambdas, cs, ys, jnp.diag(Mt0))
     E = jnp.exp(-sol.xi[:, None] * jnp.asarray(lambdas)[None, :])
     return jnp.einsum("ik,tk,kl,tl,jl->tij", P, E, Mt0, E, P)
@@ -79,9 +69,8 @@ class OrthogonalSamplesSolution(NamedTuple):
     z: Float[Array, "T p"]  # features, Eq. (131)
 
 
-def orthogonal_samples_solution(
-    t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, " p"]
-) -> OrthogonalSamplesSolution:
+def orthogonal_samples_solution(t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"],
+                                z0: Float[ArrayLike, " p"]) -> OrthogonalSamplesSolution:
     r"""Theorem 5 (orthogonal samples, $A(x_\mu)A(x_\nu) = 0$): each $\xi_\mu$ solves Eq. (36),
     $t = \int_0^{\xi_\mu}\frac{ds}{\sum_k\lambda_{\mu,k}z_k(0)e^{-\frac8m\lambda_{\mu,k}s}-y_\mu}$, the
     residual is $\Delta_\mu = \dot\xi_\mu$, and $z_k(t) = z_k(0)\exp(-\frac8m\sum_\nu\xi_\nu\lambda_{\nu,k})$
@@ -103,9 +92,8 @@ def orthogonal_samples_solution(
 
 def orthogonal_samples_M(t, P, lambdas, ys, M0) -> Float[Array, "T p p"]:
     r"""$M(t)$ from Eq. (35): $W(t) = Pe^{-\Sigma(t)}P^\top W(0)$, $\Sigma = \frac4m\sum_\mu\xi_\mu\Lambda_\mu$."""
-    P, M0, lam = (jnp.asarray(v, dtype=float) for v in (P, M0, lambdas))
-    check_order_parameter(M0, P.shape[0])
-    Mt0 = P.T @ M0 @ P
+    P, Mt0 = _rotated(P, M0)
+    lam = jnp.asarray(lambdas, dtype=float)
     sol = orthogonal_samples_solution(t, lam, ys, jnp.diag(Mt0))
     E = jnp.exp(-4.0 / lam.shape[0] * sol.xi @ lam)
     return jnp.einsum("ik,tk,kl,tl,jl->tij", P, E, Mt0, E, P)

@@ -39,22 +39,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import check_size
+from .._checks import check_ndim, check_positive, check_shape, check_size, invalid
 from .._types import ArrayLike
-from ..model._data import NQFData
-from ..model._data import require_data
-from ._discrete import _as_state
-from ._discrete import _check_batches
-from ._discrete import _check_options
-from ._discrete import _trajectory
-from ._discrete import _update
-from ._discrete import sgd_state
+from ..model._data import NQFData, require_data
+from ._discrete import _as_state, _check_batches, _check_options, _trajectory, _update, sgd_state
 from ._discrete import weights_from_statistics
-from .._checks import invalid
-
 
 
 def structure_span(data: NQFData, *, rtol: float = 1e-10) -> tuple[Float[Array, "p k"], int]:
@@ -190,14 +179,8 @@ def compress(
     )
 
 
-def compression_error(
-    Ms: Float[ArrayLike, "T p p"],
-    mus: Float[ArrayLike, "T p"],
-    Ms_c: Float[ArrayLike, "T p p"],
-    mus_c: Float[ArrayLike, "T p"],
-    *,
-    scale: float,
-) -> Float[Array, " T"]:
+def compression_error(Ms: Float[ArrayLike, "T p p"], mus: Float[ArrayLike, "T p"], Ms_c: Float[ArrayLike, "T p p"],
+                      mus_c: Float[ArrayLike, "T p"], *, scale: float) -> Float[Array, " T"]:
     r"""Left side of Eq. (237) at every saved step:
     $e_t = \|s\tilde M_t - M_t\|_F + \|\tilde\mu_t - \mu_t\|_2$ with $s = d'/d$ (``Compressed.scale``)."""
     check_ndim("Ms", Ms, 3, "trajectory of M")
@@ -226,16 +209,8 @@ def compression_bound(
     return tail * jnp.exp(eta * L * t)
 
 
-def update_lipschitz(
-    states,
-    states2,
-    data: NQFData,
-    batches: Int[ArrayLike, "steps b"],
-    *,
-    eta: float,
-    d: int,
-    n_points: int = 5,
-) -> Float[Array, " steps"]:
+def update_lipschitz(states, states2, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: float, d: int,
+                     n_points: int = 5) -> Float[Array, " steps"]:
     r"""Per-step Lipschitz constant $L_t$ of Eq. (241) between two trajectories.
 
     With $F_t$ the SGD map of Eqs. (23)–(24) for the batch of step $t$ (the update of

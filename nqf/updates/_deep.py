@@ -11,21 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Float
 
-from .._checks import check_int
-from .._checks import check_positive
+from .._checks import check_positive, invalid
 from .._types import ArrayLike
-from ..model._deep import Stats
-from ..model._deep import check_forms
-from ..model._deep import deep_nqf_apply
-from ..model._deep import deep_nqf_loss
-from ..model._deep import layer_statistics
+from ..model._deep import Stats, check_forms, deep_nqf_loss
 from ..model._update import moment_update
-from .._checks import invalid
 
 
 def _layer_update(M, mu, G, v, eta, d):
@@ -35,33 +28,24 @@ def _layer_update(M, mu, G, v, eta, d):
     return M1, mu1
 
 
-def _step(stats, forms, xs, ys, eta, widths):
-    grads = jax.grad(deep_nqf_loss)(stats, forms, xs, ys)
-    return tuple(_layer_update(M, mu, G, v, eta, d) for (M, mu), (G, v), d in zip(stats, grads, widths))
-
-
-def deep_nqf_sgd_step(
-    stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"], *,
-    eta: float, widths: Sequence[int],
-) -> Stats:
-    r"""One SGD step of the deep NQF written on the order parameters alone (Thm 14, Eqs. 222-225).
-
-    Args:
-        stats: ``((M_1, mu_1), ..., (M_L, mu_L))``.
-        forms: one ``form(M, mu, h_prev)`` per layer (Def. 2).
-        xs, ys: the minibatch (``xs`` has a leading batch axis; a pytree is allowed).
-        eta: learning rate. widths: $(d_1, \dots, d_L)$, neurons per layer (they enter
-            only through the $d_l v^{(l)}$ terms, i.e. when ZGZ fails).
-
-    Equals, to rounding, one step $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ of
-    any weights with these statistics (see the tests and chapter 9).
-    """
+def _check(stats, forms, eta, widths) -> tuple[int, ...]:
     check_forms(forms, stats)
     check_positive("eta", eta)
     widths = tuple(int(d) for d in widths)
     if len(widths) != len(stats) or min(widths) < 1:
         raise invalid("widths", f'hold one positive width per layer ({len(stats)})', f'{widths}')
-    return _step(stats, forms, xs, jnp.asarray(ys), eta, widths)
+    return widths
+
+
+def _step(stats, forms, xs, ys, eta, widths):
+    grads = jax.grad(deep_nqf_loss)(stats, forms, xs, ys)
+    return tuple(_layer_update(M, mu, G, v, eta, d) for (M, mu), (G, v), d in zip(stats, grads, widths))
+
+
+def deep_nqf_sgd_step(stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"], *, eta: float,
+                      widths: Sequence[int]) -> Stats:
+    """One step of :func:`deep_nqf_sgd` on the minibatch ``(xs, ys)``, eagerly."""
+    return _step(stats, forms, xs, jnp.asarray(ys), eta, _check(stats, forms, eta, widths))
 
 
 @partial(jax.jit, static_argnames=("forms", "widths"))
@@ -75,18 +59,25 @@ def _sgd_scan(stats0, xs, ys, batches, eta, forms, widths):
     return traj
 
 
-def deep_nqf_sgd(
-    stats0: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " m"], batches, *,
-    eta: float, widths: Sequence[int],
-) -> Stats:
-    """Iterate :func:`deep_nqf_sgd_step` over the minibatch index rows ``batches`` (one ``lax.scan``,
-    compiled once per shape and forms). Returns the trajectory of every ``(M_l, mu_l)`` with a
-    leading axis ``steps + 1`` (step 0 included)."""
-    check_forms(forms, stats0)
-    check_positive("eta", eta)
-    widths = tuple(int(d) for d in widths)
-    if len(widths) != len(stats0) or min(widths) < 1:
-        raise invalid("widths", f'hold one positive width per layer ({len(stats0)})', f'{widths}')
+def deep_nqf_sgd(stats0: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " m"], batches, *, eta: float,
+                 widths: Sequence[int]) -> Stats:
+    r"""SGD on a deep NQF written on the order parameters alone (Thm 14, Eqs. 222-225), one step per row of
+    sample indices in ``batches`` (one ``lax.scan``, compiled once per shape and forms). Each step equals, to
+    rounding, $W^{(l)} \leftarrow W^{(l)} - \eta\nabla_{W^{(l)}}\mathcal L$ on any weights with these
+    statistics (chapter 9).
+
+    Args:
+        stats0: ``((M_1, mu_1), ..., (M_L, mu_L))`` at step 0.
+        forms: one ``form(M, mu, h_prev)`` per layer (Def. 2, e.g. ``deep_mlp().forms``).
+        xs, ys: the training set (``xs`` has a leading sample axis; a pytree is allowed).
+        batches: sample indices, shape ``(steps, b)``.
+        eta: learning rate. widths: $(d_1, \dots, d_L)$, neurons per layer (they enter only through the
+            $d_l v^{(l)}$ terms, i.e. when ZGZ fails).
+
+    Returns:
+        The trajectory of every ``(M_l, mu_l)``, with a leading axis ``steps + 1`` (step 0 included).
+    """
+    widths = _check(stats0, forms, eta, widths)
     batches = jnp.asarray(batches)
     if batches.ndim != 2:
         raise invalid("batches", 'have shape (steps, b) (one row of sample indices per step)', f'{batches.shape}')

@@ -1,8 +1,7 @@
 r"""The exact discrete update on $(M, \mu)$: SGD, heavy-ball momentum and weight decay (Thm 2, Cor. 2).
 
-One implementation, :func:`nqf_sgd_step` (and its ``lax.scan``, :func:`nqf_sgd`), serves every
-caller: Theorem 2 is ``momentum = weight_decay = 0``, Corollary 2 the rest; compression
-(Thm 3, Cor. 3) and the one-step prediction test reuse the same private update.
+One implementation, :func:`nqf_sgd`, serves every caller: Theorem 2 is ``momentum = weight_decay = 0``,
+Corollary 2 the rest; compression (Thm 3, Cor. 3) and the one-step prediction test reuse its update.
 
 **Theorem 2 (Eqs. 23-24).** The minibatch loss is the paper's MSE
 $\frac1b\sum_{x\in\mathcal B}(f_x - y_x)^2$, so $\ell'_x = 2(f_x - y_x)/b$,
@@ -38,23 +37,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import is_concrete
-from .._checks import check_finite
-from .._checks import check_index_traced
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import check_size
-from .._checks import check_real
-from .._types import ArrayLike
-from .._types import Matrix
-from .._types import Weights
-from ..model._data import NQFData
-from ..model._data import require_data
-from ..model._model import check_order_parameter
-from ..model._model import outputs
+from .._checks import check_finite, check_index_traced, check_ndim, check_positive, check_real, check_shape
+from .._checks import check_size, invalid, is_concrete, wrong_kind
+from .._types import ArrayLike, Matrix, Weights
+from ..model._data import NQFData, require_data
+from ..model._model import check_order_parameter, outputs
 from ..model._update import moment_update
-from .._checks import invalid, wrong_kind
 
 
 # ------------------------------------------------------------------ the state
@@ -89,7 +77,6 @@ def sgd_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> SGDState:
 
 
 
-
 def _as_state(state, p: int) -> SGDState:
     """Validate a state: an :class:`SGDState` or a pair ``(M, mu)`` (then the buffer is empty)."""
     if isinstance(state, SGDState):
@@ -113,7 +100,7 @@ def _as_state(state, p: int) -> SGDState:
 
 def _check_options(eta, d, momentum, weight_decay) -> tuple[float, float, float, float]:
     check_positive("eta", eta)
-    d = _check_width(d)
+    d = check_size("d", d)
     check_real("momentum", momentum)
     b = float(momentum)
     if not (0.0 <= b < 1.0):
@@ -151,32 +138,9 @@ def _update(state: SGDState, batch: NQFData, eta, d, beta, wd) -> SGDState:
     return SGDState(*moment_update(*state, v, H, eta, d, beta, wd))
 
 
-def nqf_sgd_step(
-    state,
-    batch: NQFData,
-    *,
-    eta: float,
-    d: int,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-) -> SGDState:
-    r"""One exact step on $(M, \mu)$ for the minibatch ``batch``: SGD (Theorem 2, Eqs. 23-24), with
-    heavy-ball ``momentum`` $\beta$ and coupled ``weight_decay`` $\lambda$ as options (Cor. 2,
-    Eqs. 209-217; recursion in the module docstring).
-
-    This equals one step of ``optax.chain(optax.add_decayed_weights(weight_decay),
-    optax.sgd(eta, momentum=momentum))`` on any $W$ with $WW^\top = M$, $W\mathbf 1 = \mu$ and $d$
-    columns, to rounding.
-
-    Args:
-        state: an :class:`SGDState`, or a pair ``(M, mu)`` (empty momentum buffer).
-        batch: the minibatch as an :class:`~nqf.model.NQFData` (e.g. ``data.subset(idx)``).
-        eta: learning rate. d: number of neurons (width).
-        momentum: $\beta\in[0, 1)$. weight_decay: $\lambda \ge 0$, added to the gradient as $\lambda W$.
-
-    Returns:
-        The next :class:`SGDState`.
-    """
+def nqf_sgd_step(state, batch: NQFData, *, eta: float, d: int, momentum: float = 0.0,
+                 weight_decay: float = 0.0) -> SGDState:
+    """One step of :func:`nqf_sgd` on the minibatch ``batch`` (an :class:`~nqf.model.NQFData`), eagerly."""
     batch = require_data(batch, name="batch")
     state = _as_state(state, batch.p)
     return _update(state, batch, *_check_options(eta, d, momentum, weight_decay))
@@ -194,31 +158,29 @@ def _sgd_scan(state0, data, batches, eta, d, beta, wd):
     return SGDState(*(jnp.concatenate([s0[None], s]) for s0, s in zip(state0, traj)))
 
 
-def nqf_sgd(
-    state,
-    data: NQFData,
-    batches: Int[ArrayLike, "steps b"],
-    *,
-    eta: float,
-    d: int,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-) -> SGDState:
-    r"""Iterate :func:`nqf_sgd_step` over the minibatch index rows ``batches`` (``lax.scan``,
-    compiled once per shape: a new dataset, learning rate, width or option reuses it).
+def nqf_sgd(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: float, d: int,
+            momentum: float = 0.0, weight_decay: float = 0.0) -> SGDState:
+    r"""Exact steps on $(M, \mu)$, one per row of minibatch indices in ``batches``: SGD (Theorem 2,
+    Eqs. 23-24), with heavy-ball ``momentum`` $\beta$ and coupled ``weight_decay`` $\lambda$ as options
+    (Cor. 2, Eqs. 209-217; recursion in the module docstring). One ``lax.scan``, compiled once per shape: a
+    new dataset, learning rate, width or option reuses it.
 
-    Full-batch GD is ``batches = jnp.tile(jnp.arange(m), (steps, 1))``. ``momentum =
-    weight_decay = 0`` is Theorem 2; otherwise Cor. 2, equal to optax on any $W$ with the
-    starting statistics, to rounding.
+    Each step equals one step of ``optax.chain(optax.add_decayed_weights(weight_decay),
+    optax.sgd(eta, momentum=momentum))`` on any $W$ with $WW^\top = M$, $W\mathbf 1 = \mu$ and $d$
+    columns, to rounding. Full-batch GD is ``batches = jnp.tile(jnp.arange(m), (steps, 1))``; one step
+    on the minibatch ``idx`` is ``batches = idx[None]``.
 
     Args:
-        state: ``(M0, mu0)`` or an :class:`SGDState`.
+        state: ``(M0, mu0)`` (empty momentum buffer) or an ``SGDState`` (the fields below).
         data: the training set, an :class:`~nqf.model.NQFData`.
         batches: integer sample indices, one row per step, shape ``(steps, b)``.
+        eta: learning rate. d: number of neurons (width).
+        momentum: $\beta\in[0, 1)$. weight_decay: $\lambda \ge 0$, added to the gradient as $\lambda W$.
 
     Returns:
-        An :class:`SGDState` whose fields carry a leading axis ``steps + 1`` (step 0 included);
-        ``run.M``, ``run.mu`` are the trajectories of the order parameters.
+        An ``SGDState`` whose fields ``M`` ($WW^\top$), ``mu`` ($W\mathbf 1$), ``N`` ($WV^\top$), ``K``
+        ($VV^\top$) and ``nu`` ($V\mathbf 1$, $V$ the momentum buffer) carry a leading axis ``steps + 1``
+        (step 0 included).
     """
     data = require_data(data)
     state0 = _as_state(state, data.p)
@@ -239,25 +201,14 @@ def _warn_if_diverged(Ms, eta) -> None:
 
 
 # ------------------------------------------------------------------ weights
-def _check_width(d) -> int:
-    """The width $d$ (number of neurons): an integer >= 1."""
-    return check_size("d", d)
-
-
 def _orthonormal_complement_of_ones(d: int) -> np.ndarray:
     r"""Rows: an orthonormal basis of $\mathbf 1^\perp \subset \mathbb R^d$, shape ``(d-1, d)``."""
     q, _ = np.linalg.qr(np.concatenate([np.ones((d, 1)), np.eye(d)[:, : d - 1]], axis=1))
     return q[:, 1:].T
 
 
-def weights_from_statistics(
-    M: Matrix,
-    mu: Float[ArrayLike, " p"],
-    d: int,
-    *,
-    seed: int | None = None,
-    rtol: float = 1e-10,
-) -> Float[Array, "p d"]:
+def weights_from_statistics(M: Matrix, mu: Float[ArrayLike, " p"], d: int, *, seed: int | None = None,
+                            rtol: float = 1e-10) -> Float[Array, "p d"]:
     r"""Weights $W \in \mathbb R^{p\times d}$ with $WW^\top = M$ and $W\mathbf 1 = \mu$.
 
     Construction of App. A.11 (Eqs. 104–105): $w_i = \mu/d + u_i$ with
@@ -273,7 +224,7 @@ def weights_from_statistics(
             same statistics.
         rtol: relative tolerance for the PSD and rank checks.
     """
-    d = _check_width(d)
+    d = check_size("d", d)
     p = check_order_parameter(M)
     check_shape("mu", mu, (p,), "sum of the neurons")
     check_finite("mu", mu)
