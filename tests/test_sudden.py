@@ -11,7 +11,6 @@ import pytest
 import nqf
 from nqf import datasets
 from nqf import training
-from nqf import 
 from nqfbook import kit
 from nqf import solutions
 from helpers import BAD_INPUT
@@ -91,7 +90,7 @@ def test_singular_limit_sweep_matches_closed_forms():
     d3 = datasets.orthogonal_features_data(R3, 1.0, seed=0)
     eps = np.array([1e-3, 1e-10, 1e-30])
     taus = np.linspace(0.0, 1.2 / R3.min(), 120)
-    sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, pad_to=(5, 12))  # padding is exact
+    sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, options=solutions.SweepOptions(pad_to=(5, 12)))  # padding is exact
     pred = solutions.switch_on_time(R3[None], 1.0, eps[:, None], rho=0.5) / np.log(1 / eps)[:, None]
     np.testing.assert_allclose(sw.tau_star[:, 1], pred, rtol=1e-7)
     t = taus[None, :] * np.log(1 / eps)[:, None]
@@ -101,7 +100,7 @@ def test_singular_limit_sweep_matches_closed_forms():
     # sample-wise crossings on the Fig. 4 data (same padded shape: no recompilation)
     d4 = datasets.fig4_dataset()
     zeta = np.asarray(solutions.sample_growth_rates(d4.lambdas, d4.ys))
-    sw4 = solutions.singular_limit_sweep(nqf.NQFData(d4.As, d4.ys), eps, np.linspace(0.0, 1.2 / zeta.min(), 120), pad_to=(5, 12))
+    sw4 = solutions.singular_limit_sweep(nqf.NQFData(d4.As, d4.ys), eps, np.linspace(0.0, 1.2 / zeta.min(), 120), options=solutions.SweepOptions(pad_to=(5, 12)))
     exact = np.asarray(solutions.sample_switch_on_times(d4.lambdas, d4.ys, eps[:, None] * np.ones(12)))
     np.testing.assert_allclose(sw4.tau_star_samples[:, 1] * np.log(1 / eps)[:, None], exact, rtol=1e-7)
 
@@ -124,7 +123,7 @@ def test_sudden_bad_inputs():
     with pytest.raises(ValueError, match="taus"):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0.1, 1, 5))
     with pytest.raises(ValueError, match="pad_to"):
-        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), pad_to=(2, 2))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), options=solutions.SweepOptions(pad_to=(2, 2)))
     with pytest.raises(BAD_INPUT):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
     with pytest.raises(ValueError, match="sigma"):
