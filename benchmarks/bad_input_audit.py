@@ -167,6 +167,12 @@ def _data():
     return nqf.NQFData(As, rng.normal(size=4))
 
 
+def _ode(**kw):
+    import nqf
+
+    return nqf.flow.ODEOptions(**kw)
+
+
 def _flow(M0=None, ts=None, *old, **kw):
     import nqf
 
@@ -321,9 +327,9 @@ case("diag-complex-model", "obscure: diagnose", "", "diagnose(model returning co
 
 # ------------------------------------------------------------------ obscure: gradient_flow
 case("flow-rtol-2", "obscure: gradient_flow", "`rtol=2.0`: runs to 10^6 steps, then advises loosening rtol",
-     "gradient_flow(rtol=2.0)", "rtol", lambda: _flow(rtol=2.0), child=True)
-case("flow-rtol-nan", "obscure: gradient_flow", "", "gradient_flow(rtol=nan)", "rtol",
-     lambda: _flow(rtol=float("nan")), child=True, neighbour=True)
+     "gradient_flow(options=ODEOptions(rtol=2.0))", "rtol", lambda: _flow(options=_ode(rtol=2.0)), child=True)
+case("flow-rtol-nan", "obscure: gradient_flow", "", "gradient_flow(options=ODEOptions(rtol=nan))", "rtol",
+     lambda: _flow(options=_ode(rtol=float("nan"))), child=True, neighbour=True)
 case("flow-old-order", "obscure: gradient_flow", "the old positional order: bare 'takes 3 positional arguments'",
      "gradient_flow(As, ys, M0, ts)", "M0",
      lambda: _flow(None, None, _data().As, _data().ys, 0.01 * _np().eye(3), _np().linspace(0, 1, 5)),

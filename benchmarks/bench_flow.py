@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_flow.py [--quick] [--no-cold]
 
 What a user pays (issue 21): the README's call with default options,
-``nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts, rtol=1e-10)``, the data built inside the timing,
+``nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts)`` (default options: ``rtol=1e-10``), the data built inside the timing,
 against ``solve_ivp(..., method="DOP853", rtol=1e-10, atol=1e-14)``; random non-commuting symmetric A
 (Thm 7 fails, no closed form), realisable targets, 51 save times over t in [0, 5].
 
@@ -104,7 +104,7 @@ def rel(a, b):
 
 def user_call(As, ys, M0, ts=TS, rtol=RTOL, **kw):
     """What the README does: build the data, solve with default options at rtol 1e-10."""
-    return nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts, rtol=rtol, **kw)
+    return nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts, options=flow.ODEOptions(rtol=rtol), **kw)
 
 
 SCIPY_TIGHTER = (3e-11, 1e-11, 3e-12, 1e-12, 3e-13)  # scipy's rtol, tightened until its error <= nqf's
@@ -118,7 +118,7 @@ def bench_single(m, p):
 
     As, ys, M0 = problem(m, p)
     data = nqf.NQFData(As, ys)
-    ref = nqf.gradient_flow(M0, data, TS, solver="dopri8", rtol=1e-13, atol=1e-17).ys
+    ref = nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(solver="dopri8", rtol=1e-13, atol=1e-17)).ys
     big = m * p * p > 2e7
     t0 = time.perf_counter()
     jax.block_until_ready(user_call(As, ys, M0).ys)
@@ -133,14 +133,14 @@ def bench_single(m, p):
         dt_, sol = timeit(lambda: user_call(As, ys, M0), budget=0.0 if big else 0.6, max_reps=reps)
         t_nqf = min(t_nqf, dt_)
         t_data = min(t_data, timeit(lambda: nqf.NQFData(As, ys).As, budget=0.0 if big else 0.6, max_reps=reps)[0])
-        t_solve = min(t_solve, timeit(lambda: nqf.gradient_flow(M0, data, TS, rtol=RTOL), budget=0.0 if big else 0.6,
+        t_solve = min(t_solve, timeit(lambda: nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(rtol=RTOL)), budget=0.0 if big else 0.6,
                                       max_reps=reps)[0])
     load = os.getloadavg()[0]
     # the other path (statistics vs samples), to check the cost model, where it costs under ~5 s
     other_cost = t_solve * (8 if auto else 1)
     t_other = None
     if other_cost < 5 and not big:  # at the big sizes the statistics path wins by far (cost model)
-        other = lambda: nqf.gradient_flow(M0, data, TS, rtol=RTOL, statistics=not auto)  # noqa: E731
+        other = lambda: nqf.gradient_flow(M0, data, TS, statistics=not auto, options=flow.ODEOptions(rtol=RTOL))  # noqa: E731
         jax.block_until_ready(other().ys)  # compile first
         t_other = timeit(other, budget=0.0 if big else 0.3, max_reps=1 if big else 3)[0]
     steps = int(sol.num_steps)
@@ -200,7 +200,7 @@ def profile_row(row):
         best["data"] = min(best["data"], timeit(lambda: nqf.NQFData(As, ys).As)[0])
         best["checks"] = min(best["checks"], timeit(lambda: (_flow._check_M0(M0, p), _flow._check_ts(TS)))[0])
         best["prep"] = min(best["prep"], timeit(lambda: prep(data))[0])
-        best["solve"] = min(best["solve"], timeit(lambda: nqf.gradient_flow(M0, data, TS, rtol=RTOL))[0])
+        best["solve"] = min(best["solve"], timeit(lambda: nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(rtol=RTOL)))[0])
     out = {"m": m, "p": p, "path": row["nqf_path"], "total_s": best["total"], "NQFData_s": best["data"],
            "input_checks_s": best["checks"], "prepare_s": best["prep"],
            "steps_s": max(best["solve"] - best["prep"] - best["checks"], 0.0), "steps": row["nqf_steps"],
@@ -224,7 +224,7 @@ def bench_sweep64():
         return [scipy_flow(As, ys, M0, TS)[0] for M0 in M0s]
 
     t_sc, M_sc = timeit(loop, budget=0.0, max_reps=1)
-    err_sc = max(rel(M_sc[i], nqf.gradient_flow(M0s[i], data, TS, solver="dopri8", rtol=1e-13, atol=1e-17).ys)
+    err_sc = max(rel(M_sc[i], nqf.gradient_flow(M0s[i], data, TS, options=flow.ODEOptions(solver="dopri8", rtol=1e-13, atol=1e-17)).ys)
                  for i in (0, n - 1))
     t0 = time.perf_counter()
     b = user_call(As, ys, M0s)
@@ -266,7 +266,7 @@ def bench_eps_sweep():
         return np.mean((e * np.einsum("tij,mij->tm", N, As) - ys) ** 2, axis=1)
 
     t_sc, loss_sc = timeit(lambda: [one_scipy(e) for e in eps], budget=0.0, max_reps=1)
-    kw = dict(z_final=rr3 / np.diag(CC3), pad_to=(10, 12))
+    kw = dict(z_final=rr3 / np.diag(CC3), options=solutions.SweepOptions(pad_to=(10, 12)))
     t0 = time.perf_counter()
     sw = solutions.singular_limit_sweep(data, eps, taus, **kw)
     jax.block_until_ready(sw.loss)
@@ -294,10 +294,10 @@ from bench_flow import problem, TS
 As, ys, M0 = problem(4096, 8)
 load = os.getloadavg()[0]
 t2 = time.perf_counter()
-sol = nqf.gradient_flow(M0, nqf.NQFData(As, ys), TS, rtol=1e-10)
+sol = nqf.gradient_flow(M0, nqf.NQFData(As, ys), TS, options=flow.ODEOptions(rtol=1e-10))
 jax.block_until_ready(sol.ys)
 t3 = time.perf_counter()
-sol = nqf.gradient_flow(M0, nqf.NQFData(As * 1.001, ys), TS, rtol=1e-10)
+sol = nqf.gradient_flow(M0, nqf.NQFData(As * 1.001, ys), TS, options=flow.ODEOptions(rtol=1e-10))
 jax.block_until_ready(sol.ys)
 t4 = time.perf_counter()
 print("COLD", t1 - t0, t3 - t2, t4 - t3, load)
@@ -435,7 +435,7 @@ def main(argv=None) -> int:
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                        "jax": jax.__version__, "load_average": list(os.getloadavg())},
            "settings": {"rtol": RTOL, "atol": ATOL, "save_times": len(TS), "t_max": float(TS[-1]),
-                        "nqf_call": "nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts, rtol=1e-10), default options",
+                        "nqf_call": "nqf.gradient_flow(M0, nqf.NQFData(As, ys), ts), default options (rtol=1e-10)",
                         "nqf_solver": nqf.flow._flow.choose_solver("auto", RTOL), "scipy_method": "DOP853"},
            "single": single, "profile_slowest": slowest, "sweep64": sweep64, "eps_sweep": eps_sweep, "cold": cold, "targets": targets,
            "seconds": time.perf_counter() - t_start}

@@ -25,11 +25,12 @@ __all__ = ["minibatch_mse", "pair_trainer", "output_trainer", "truncation_sweep"
 
 
 def minibatch_mse(data: NQFData) -> Callable:
-    """The paper's minibatch MSE of the general NQF at weights ``W`` on the samples ``idx`` of ``data``."""
+    """The paper's minibatch MSE (:data:`nqf.model.mse`) of the general NQF at weights ``W`` on the samples ``idx``
+    of ``data``."""
 
     def loss(W, idx):
         batch = data.subset(idx)
-        return jnp.mean((weight_outputs(W, batch) - batch.ys) ** 2)
+        return nqf.model.mse(weight_outputs(W, batch), batch.ys)
 
     return loss
 
@@ -50,8 +51,8 @@ def pair_trainer(data: NQFData) -> Callable:
     loss, record = BatchLoss(loss_pair), Record(record_pair)
 
     def run(Ws, optimizer, batches):
-        return nqf.train(loss, Ws, optimizer, num_steps=int(batches.shape[0]), data=jnp.arange(m), batches=batches,
-                         record=record).record
+        return nqf.train(loss, Ws, optimizer, num_steps=int(batches.shape[0]),
+                         data=nqf.training.Minibatches(jnp.arange(m), batches), record=record).record
 
     return run
 
@@ -63,8 +64,9 @@ def output_trainer(data: NQFData) -> Callable:
     m = int(data.ys.shape[0])
 
     def run(W, optimizer, batches):
-        return nqf.train(BatchLoss(loss), W, optimizer, num_steps=int(batches.shape[0]), data=jnp.arange(m),
-                         batches=batches, record=Record(lambda W: (weight_outputs(W, data), *statistics(W)))).record
+        return nqf.train(BatchLoss(loss), W, optimizer, num_steps=int(batches.shape[0]),
+                         data=nqf.training.Minibatches(jnp.arange(m), batches),
+                         record=Record(lambda W: (weight_outputs(W, data), *statistics(W)))).record
 
     return run
 

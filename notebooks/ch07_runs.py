@@ -9,22 +9,25 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from nqf.architectures import fourier_mlp, raw_tanh_mlp
+from nqf.model import MSE, mse
 from nqf.training import optimizer, train
+
+SUMMED = MSE(samples="sum")  # summed over the modes (the eigenbasis) or over the weighted grid points
 
 
 class Loss(eqx.Module):
-    """The four losses, of the parameters and ``args``."""
+    """The four losses, of the parameters and ``args``: the one loss convention, :class:`nqf.model.MSE`."""
     kind: str = eqx.field(static=True)
 
     def __call__(self, p, batch, args):
         if self.kind == "eigen":
-            return jnp.sum((args[1] * p[0] * p[1] - args[0]) ** 2)
+            return SUMMED(args[1] * p[0] * p[1], args[0])
         if self.kind == "raw":
-            return jnp.mean((raw_tanh_mlp(p, args[0]) - args[1]) ** 2)
+            return mse(raw_tanh_mlp(p, args[0]), args[1])
         if self.kind == "modes":
-            return jnp.mean((args[0] * p**2 - args[1]) ** 2)
+            return mse(args[0] * p**2, args[1])
         y, s, xs, w, pre = args
-        return jnp.sum(w * (fourier_mlp(p, xs, s, pre, nqf=self.kind == "nqf") - y) ** 2)
+        return SUMMED(fourier_mlp(p, xs, s, pre, nqf=self.kind == "nqf"), y, weights=w)
 
 
 class Recorded(eqx.Module):

@@ -266,12 +266,12 @@ case("nqf_sgd momentum=1", ValueError, "momentum")(
     lambda: updates.nqf_sgd(_state(), DATA, BATCHES, eta=0.1, d=3, momentum=1.0))
 case("nqf_sgd batch index 4 with m=4 (momentum)", ValueError, "batches")(
     lambda: updates.nqf_sgd(_state(), DATA, jnp.array([[4, 0]]), eta=0.1, d=3, momentum=0.9))
-case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=-1.0))
-case("gradient_flow rtol=0", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, rtol=0.0))
-case("gradient_flow atol=inf", ValueError, "atol")(lambda: flow.gradient_flow(M0, DATA, TS, atol=float("inf")))
+case("gradient_flow rtol=-1 silent", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(rtol=-1.0)))
+case("gradient_flow rtol=0", ValueError, "rtol")(lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(rtol=0.0)))
+case("gradient_flow atol=inf", ValueError, "atol")(lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(atol=float("inf"))))
 case("gradient_flow solver unknown", ValueError, "solver")(
-    lambda: flow.gradient_flow(M0, DATA, TS, solver="euler-ish"))
-case("gradient_flow time unknown", ValueError, "time")(lambda: flow.gradient_flow(M0, DATA, TS, time="loglog"))
+    lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(solver="euler-ish")))
+case("gradient_flow time unknown", ValueError, "time")(lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(time="loglog")))
 case("gradient_flow ts decreasing", ValueError, "ts")(
     lambda: flow.gradient_flow(M0, DATA, jnp.array([0.0, 2.0, 1.0])))
 case("gradient_flow ts 2-d", BAD_INPUT, "ts")(lambda: flow.gradient_flow(M0, DATA, jnp.ones((2, 2))))
@@ -280,18 +280,18 @@ case("gradient_flow ts with NaN", ValueError, "ts")(
 case("gradient_flow M0 wrong size", BAD_INPUT, "M0")(lambda: flow.gradient_flow(jnp.eye(4), DATA, TS))
 case("gradient_flow M0 not PSD", ValueError, "M0")(lambda: flow.gradient_flow(_sym_not_psd(), DATA, TS))
 case("gradient_flow max_steps=0", ValueError, "max_steps")(
-    lambda: flow.gradient_flow(M0, DATA, TS, max_steps=0))
+    lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(max_steps=0)))
 case("gradient_flow max_steps=10.5", TypeError, "max_steps")(
-    lambda: flow.gradient_flow(M0, DATA, TS, max_steps=10.5))
+    lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(max_steps=10.5)))
 case("gradient_flow data not NQFData", TypeError, "data")(
     lambda: flow.gradient_flow(M0, (jnp.ones((4, 3, 3)), jnp.ones(4)), TS))
 case("gradient_flow M0 4-d", BAD_INPUT, "M0")(lambda: flow.gradient_flow(M0[None, None], DATA, TS))
 case("gradient_flow batch max_steps=0", ValueError, "max_steps")(
-    lambda: flow.gradient_flow(M0[None], DATA, TS, max_steps=0))
+    lambda: flow.gradient_flow(M0[None], DATA, TS, options=flow.ODEOptions(max_steps=0)))
 case("gradient_flow batch M0 not PSD", ValueError, "M0")(
     lambda: flow.gradient_flow(_sym_not_psd()[None], DATA, TS))
 case("gradient_flow progress not bool", TypeError, "progress")(
-    lambda: flow.gradient_flow(M0, DATA, TS, progress="yes"))
+    lambda: flow.gradient_flow(M0, DATA, TS, options=flow.ODEOptions(progress="yes")))
 case("gradient_flow mesh without a batch", ValueError, "mesh")(
     lambda: flow.gradient_flow(M0, DATA, TS, mesh=flow.batch_mesh()))
 case("log_times n=1 silent", ValueError, "n")(lambda: flow.log_times(10.0, n=1))
@@ -342,9 +342,9 @@ case("lv_flow z0 wrong length", BAD_INPUT, "z0")(
 case("lv_flow z0 negative", ValueError, "z0")(
     lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), -jnp.ones(3), TS))
 case("lv_flow rtol=-1", ValueError, "rtol")(
-    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, rtol=-1.0))
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, options=flow.ODEOptions(rtol=-1.0)))
 case("lv_flow solver unknown", ValueError, "solver")(
-    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, solver="rk99"))
+    lambda: solutions.lv_flow(jnp.ones(3), jnp.eye(3), jnp.ones(3), TS, options=flow.ODEOptions(solver="rk99")))
 case("lv_coefficients tol=-1", ValueError, "tol")(lambda: solutions.lv_coefficients(DATA, tol=-1.0))
 case("lv_coefficients data not NQFData", TypeError, "data")(lambda: solutions.lv_coefficients(jnp.ones((4, 3, 3))))
 case("growth_and_competition ys wrong length", BAD_INPUT, "ys")(
@@ -395,7 +395,7 @@ from nqfbook import kit  # noqa: E402
 
 case("Claims fidelity empty", ValueError, "fidelity")(lambda: kit.Claims("ch01", "", "/tmp"))
 case("Claims chapter with a slash", ValueError, "chapter")(lambda: kit.Claims("ch01/x", "quick", "/tmp"))
-case("crossing_time t not increasing", ValueError, "t")(
+case("crossing_time t not increasing", ValueError, "times")(
     lambda: kit.crossing_time(jnp.array([0.0, 2.0, 1.0]), jnp.array([0.0, 1.0, 2.0]), 0.5))
 case("intercept_fit x, y lengths differ", BAD_INPUT, "y")(
     lambda: kit.intercept_fit(jnp.ones(3), jnp.ones(4)))
@@ -523,8 +523,8 @@ def test_30_crash_a_huge_num_steps_is_refused_before_jax_sees_it(num_steps):
                                                                      num_steps=num_steps), str(2**27))
     _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones((4, 3)), optax.sgd(0.1),
                                                                      num_steps=2**25 + 1, vmap=("params",)))
-    _raises_naming(ValueError, "max_steps", lambda: flow.gradient_flow(0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5),
-                                                                       max_steps=num_steps * 2**62))
+    _raises_naming(ValueError, "max_steps", lambda: flow.gradient_flow(
+        0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5), options=flow.ODEOptions(max_steps=num_steps * 2**62)))
 
 
 @pytest.mark.parametrize("vmap", [0, 1.5, [0], ("params", 3), (3, "params"), {"params": 0}])
@@ -648,9 +648,9 @@ def test_30_obscure_gradient_flow_an_rtol_of_one_or_more_is_refused_at_once(rtol
     import time
 
     t0 = time.perf_counter()
-    _raises_naming(ValueError, "rtol", lambda: flow.gradient_flow(0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5),
-                                                                  rtol=rtol))
-    _raises_naming(ValueError, "rtol", lambda: flow.solve_ode(_decay, np.ones(2), np.linspace(0, 1, 5), rtol=rtol))
+    options = flow.ODEOptions(rtol=rtol)
+    _raises_naming(ValueError, "rtol", lambda: flow.gradient_flow(0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5), options=options))
+    _raises_naming(ValueError, "rtol", lambda: flow.solve_ode(_decay, np.ones(2), np.linspace(0, 1, 5), options=options))
     assert time.perf_counter() - t0 < 5.0
 
 

@@ -37,20 +37,21 @@ TS = np.linspace(0.0, 5.0, 26)
 def test_statistics_path_equals_sample_path(m, p):
     data = _data(m, p)
     M0 = _M0(p)
-    a = nqf.gradient_flow(M0, data, TS, statistics=True, rtol=1e-12, atol=1e-16)
-    b = nqf.gradient_flow(M0, data, TS, statistics=False, rtol=1e-12, atol=1e-16)
+    a = nqf.gradient_flow(M0, data, TS, statistics=True, options=flow.ODEOptions(rtol=1e-12, atol=1e-16))
+    b = nqf.gradient_flow(M0, data, TS, statistics=False, options=flow.ODEOptions(rtol=1e-12, atol=1e-16))
     assert flow.trajectory_error(a.ys, b.ys) < 1e-10
     assert int(a.num_steps) > 0 and int(b.num_steps) > 0
     # both are Eq. (28): compare with the model's own right-hand side at t = 0 through one tiny step
     f = nqf.model.flow_field(jnp.asarray(M0), data)
-    from nqf.flow._flow import _flow_field_samples, _flow_field_statistics, _packed_stack, flow_statistics
+    from nqf.flow._flow import _flow_field_samples, _packed_stack, _prepare
     from nqf.flow._flow import pack, unpack
 
     u0 = pack(jnp.asarray(M0))
     np.testing.assert_allclose(unpack(u0), M0, rtol=1e-15, atol=1e-17)  # the packed state holds M (to rounding)
     samples = (_packed_stack(data.As), data.ys - data.f0, 4.0 / m)
     np.testing.assert_allclose(unpack(_flow_field_samples(0.0, u0, samples)), f, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(unpack(_flow_field_statistics(0.0, u0, flow_statistics(data))), f, rtol=1e-10, atol=1e-13)
+    field, statistics = _prepare(data, True)
+    np.testing.assert_allclose(unpack(field(0.0, u0, statistics)), f, rtol=1e-10, atol=1e-13)
 
 
 def test_offsets_f0_enter_as_shifted_targets():
@@ -67,10 +68,10 @@ def test_offsets_f0_enter_as_shifted_targets():
 def test_batch_with_shared_data_equals_single_runs():
     data = _data(50, 3, seed=2)  # m > p^2: statistics path
     M0s = np.stack([_M0(3, seed=s) for s in range(5)])
-    batch = nqf.gradient_flow(M0s, data, TS, solver="tsit5")
+    batch = nqf.gradient_flow(M0s, data, TS, options=flow.ODEOptions(solver="tsit5"))
     assert batch.ys.shape == (5, len(TS), 3, 3) and batch.num_steps.shape == (5,)
     for i in (0, 4):
-        one = nqf.gradient_flow(M0s[i], data, TS, solver="tsit5")
+        one = nqf.gradient_flow(M0s[i], data, TS, options=flow.ODEOptions(solver="tsit5"))
         np.testing.assert_allclose(batch.ys[i], one.ys, rtol=1e-12, atol=1e-15)
         assert int(batch.num_steps[i]) == int(one.num_steps)
     # diffrax's Dopri8 (the default at rtol 1e-10) under vmap differs from its single solve at the
@@ -82,8 +83,8 @@ def test_batch_with_shared_data_equals_single_runs():
 def test_batch_with_one_dataset_per_lane():
     datas = [_data(6, 3, seed=s) for s in range(3)]
     M0s = np.stack([_M0(3)] * 3)
-    batch = nqf.gradient_flow(M0s, datas, TS, solver="tsit5")
-    np.testing.assert_allclose(batch.ys[2], nqf.gradient_flow(M0s[2], datas[2], TS, solver="tsit5").ys,
+    batch = nqf.gradient_flow(M0s, datas, TS, options=flow.ODEOptions(solver="tsit5"))
+    np.testing.assert_allclose(batch.ys[2], nqf.gradient_flow(M0s[2], datas[2], TS, options=flow.ODEOptions(solver="tsit5")).ys,
                                rtol=1e-12, atol=1e-15)
 
 
@@ -91,13 +92,13 @@ def test_log_time_solves_the_same_flow():
     data = _data(20, 3, seed=3)
     ts = nqf.flow.log_times(50.0, 30, t_min=1e-3)
     M0 = _M0(3)
-    lin = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16)
-    log = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, time="log")
-    auto = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, time="auto")  # spans > 3 decades: log
+    lin = nqf.gradient_flow(M0, data, ts, options=flow.ODEOptions(rtol=1e-12, atol=1e-16))
+    log = nqf.gradient_flow(M0, data, ts, options=flow.ODEOptions(rtol=1e-12, atol=1e-16, time="log"))
+    auto = nqf.gradient_flow(M0, data, ts, options=flow.ODEOptions(rtol=1e-12, atol=1e-16, time="auto"))  # spans > 3 decades: log
     assert flow.trajectory_error(log.ys, lin.ys) < 1e-9
     np.testing.assert_array_equal(auto.ys, log.ys)
-    dop = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, solver="dopri8")
-    tsit = nqf.gradient_flow(M0, data, ts, rtol=1e-12, atol=1e-16, solver="tsit5")
+    dop = nqf.gradient_flow(M0, data, ts, options=flow.ODEOptions(rtol=1e-12, atol=1e-16, solver="dopri8"))
+    tsit = nqf.gradient_flow(M0, data, ts, options=flow.ODEOptions(rtol=1e-12, atol=1e-16, solver="tsit5"))
     assert flow.trajectory_error(dop.ys, tsit.ys) < 1e-9
     assert int(dop.num_steps) < int(tsit.num_steps)  # order 8: fewer steps
     np.testing.assert_array_equal(tsit.ys, lin.ys)  # the default is Tsit5 (module docstring: equal error costs the same)
@@ -106,7 +107,7 @@ def test_log_time_solves_the_same_flow():
 # ----------------------------------------------------------------------------- failures and bad input
 def test_failed_solve_raises():
     with pytest.raises(RuntimeError, match="max_steps"):
-        nqf.gradient_flow(_M0(3), _data(20, 3), TS, max_steps=3)
+        nqf.gradient_flow(_M0(3), _data(20, 3), TS, options=flow.ODEOptions(max_steps=3))
 
 
 def _blow_up(t, y, args):
@@ -117,10 +118,10 @@ def test_a_failed_solve_says_which_way_out_fits():
     """Out of steps: the budget is named with the two causes (a blow-up, which no budget or looser `rtol`
     cures, or a long span); issue 30 found the old advice "loosen rtol/atol" after rtol=2.0 ran 10^6 steps."""
     with pytest.raises(RuntimeError, match=r"`max_steps` = 3: either the solution blows up") as info:
-        nqf.gradient_flow(_M0(3), _data(20, 3), TS, max_steps=3)
+        nqf.gradient_flow(_M0(3), _data(20, 3), TS, options=flow.ODEOptions(max_steps=3))
     assert "looser `rtol` does not help" in str(info.value)
     with pytest.raises(RuntimeError, match="blows up"):
-        flow.solve_ode(_blow_up, np.ones(1), np.linspace(0.0, 2.0, 5), max_steps=2000)
+        flow.solve_ode(_blow_up, np.ones(1), np.linspace(0.0, 2.0, 5), options=flow.ODEOptions(max_steps=2000))
 
 
 def test_bad_flow_input_is_named():
@@ -134,9 +135,9 @@ def test_bad_flow_input_is_named():
     with pytest.raises(ValueError, match="ts"):
         nqf.gradient_flow(_M0(3), data, TS[::-1])
     with pytest.raises(ValueError, match="solver"):
-        nqf.gradient_flow(_M0(3), data, TS, solver="euler")
+        nqf.gradient_flow(_M0(3), data, TS, options=flow.ODEOptions(solver="euler"))
     with pytest.raises(ValueError, match="time"):
-        nqf.gradient_flow(_M0(3), data, TS, time="sqrt")
+        nqf.gradient_flow(_M0(3), data, TS, options=flow.ODEOptions(time="sqrt"))
     with pytest.raises(TypeError, match="statistics"):
         nqf.gradient_flow(_M0(3), data, TS, statistics="yes")
     with pytest.raises(BAD_INPUT, match="M0"):
@@ -154,16 +155,16 @@ def test_bad_flow_input_is_named():
     for M0 in (_M0(3), np.stack([_M0(3)] * 2)):  # the same option checks with and without a batch
         for bad, exc in ((0, ValueError), (2.5, TypeError), ("10", TypeError)):
             with pytest.raises(exc, match="max_steps"):
-                nqf.gradient_flow(M0, data, TS, max_steps=bad)
+                nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(max_steps=bad))
         with pytest.raises(ValueError, match="rtol"):
-            nqf.gradient_flow(M0, data, TS, rtol=0.0)
+            nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(rtol=0.0))
         with pytest.raises(TypeError, match="progress"):
-            nqf.gradient_flow(M0, data, TS, progress=None)
+            nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(progress=None))
     with pytest.raises(ValueError, match="M0"):
         nqf.gradient_flow(np.stack([_M0(3), -_M0(3)]), data, TS)  # lane 1 not PSD
     with pytest.raises(ValueError, match="max_steps"):
-        flow.solve_ode(solutions._lotka_volterra._lv_field, np.zeros(3), TS, max_steps=0,
-                           args=tuple(jnp.asarray(a) for a in (*_lv_args(0)[:2], np.ones(3, bool))))
+        flow.solve_ode(solutions._lotka_volterra._lv_field, np.zeros(3), TS,
+                           args=tuple(jnp.asarray(a) for a in (*_lv_args(0)[:2], np.ones(3, bool))), options=flow.ODEOptions(max_steps=0))
 
 
 # ----------------------------------------------------------------------------- compile counts
@@ -188,7 +189,7 @@ def _sweep_data(seed):
 ENTRY_POINTS = {
     "gradient_flow, samples": lambda s: nqf.gradient_flow(_M0(3, s), _data(6, 3, s), TS),
     "gradient_flow, statistics": lambda s: nqf.gradient_flow(_M0(3, s), _data(30, 3, s), TS),
-    "gradient_flow, new rtol": lambda s: nqf.gradient_flow(_M0(3, s), _data(30, 3, s), TS, rtol=10.0 ** (-9 - s)),
+    "gradient_flow, new rtol": lambda s: nqf.gradient_flow(_M0(3, s), _data(30, 3, s), TS, options=flow.ODEOptions(rtol=10.0 ** (-9 - s))),
     "gradient_flow, large data (fused validation)": lambda s: nqf.gradient_flow(_M0(4, s), _data(2048, 4, s), TS),
     "gradient_flow, batch, shared": lambda s: nqf.gradient_flow(
         np.stack([_M0(3, s), _M0(3, s + 1)]), _data(30, 3, s), TS),
@@ -249,25 +250,25 @@ def test_one_diffeqsolve_call_in_the_package():
 def test_automatic_choices_give_the_flow_of_every_explicit_choice(m, p):
     data = _data(m, p, seed=4)
     M0 = _M0(p, seed=5)
-    ref = nqf.gradient_flow(M0, data, TS, solver="dopri8", statistics=False, rtol=1e-13, atol=1e-17).ys
+    ref = nqf.gradient_flow(M0, data, TS, statistics=False, options=flow.ODEOptions(solver="dopri8", rtol=1e-13, atol=1e-17)).ys
     # every solver at the first shape; at the others (where the automatic statistics path changes with m and p)
     # the automatic solver on both paths: each (solver, path, shape) is its own compiled program
     solvers = ("auto", "dopri8", "tsit5", "dopri5") if (m, p) == (40, 3) else ("auto",)
     for rtol, tol in ((1e-10, 1e-8), (1e-5, 1e-3)):
-        auto = nqf.gradient_flow(M0, data, TS, rtol=rtol)
+        auto = nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(rtol=rtol))
         assert flow.trajectory_error(auto.ys, ref) < tol
         for solver in solvers:
             for statistics in (None, True, False):
-                sol = nqf.gradient_flow(M0, data, TS, rtol=rtol, solver=solver, statistics=statistics)
+                sol = nqf.gradient_flow(M0, data, TS, statistics=statistics, options=flow.ODEOptions(rtol=rtol, solver=solver))
                 assert flow.trajectory_error(sol.ys, ref) < tol, (rtol, solver, statistics)
                 assert flow.trajectory_error(sol.ys, auto.ys) < 2 * tol, (rtol, solver, statistics)
     # the automatic choices are explicit choices: the same program gives the same numbers
     from nqf.flow._flow import _use_statistics, choose_solver
 
     for rtol in (1e-10, 1e-5):
-        explicit = nqf.gradient_flow(M0, data, TS, rtol=rtol, solver=choose_solver("auto", rtol),
-                                     statistics=_use_statistics(None, m, p))
-        np.testing.assert_array_equal(explicit.ys, nqf.gradient_flow(M0, data, TS, rtol=rtol).ys)
+        explicit = nqf.gradient_flow(M0, data, TS,
+                                     statistics=_use_statistics(None, m, p), options=flow.ODEOptions(rtol=rtol, solver=choose_solver("auto", rtol)))
+        np.testing.assert_array_equal(explicit.ys, nqf.gradient_flow(M0, data, TS, options=flow.ODEOptions(rtol=rtol)).ys)
     # a batch (shared data, one dataset per lane) follows each lane's own flow
     M0s = np.stack([M0, 2.0 * M0])
     for lanes in (data, [data, data]):

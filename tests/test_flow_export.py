@@ -49,7 +49,7 @@ def test_equinox_default_mode_writes_nothing_and_gives_the_normal_numbers(cache)
     if NAN_MODE:
         pytest.skip("needs equinox's default mode")
     M0, data = _M0(3), _data(7, 3)
-    _same(nqf.gradient_flow(M0, data, TS, max_steps=4096), _normal(M0, data, max_steps=4096))
+    _same(nqf.gradient_flow(M0, data, TS, options=nqf.flow.ODEOptions(max_steps=4096)), _normal(M0, data, options=nqf.flow.ODEOptions(max_steps=4096)))
     assert _files(cache) == [] and not _export.callback_free()
 
 
@@ -69,7 +69,8 @@ def _M0(p, seed=1):
 CASES = {  # name: (M0, data, options)
     "statistics": lambda: (_M0(3), _data(40, 3), {"statistics": True}),
     "samples": lambda: (_M0(3), _data(7, 3), {"statistics": False}),
-    "dopri8, log time": lambda: (_M0(3), _data(40, 3), {"solver": "dopri8", "time": "log", "rtol": 1e-9}),
+    "dopri8, log time": lambda: (_M0(3), _data(40, 3),
+                                 {"options": nqf.flow.ODEOptions(solver="dopri8", time="log", rtol=1e-9)}),
     "batch, shared": lambda: (np.stack([_M0(3, 1), _M0(3, 2)]), _data(40, 3), {}),
     "batch, per lane": lambda: (np.stack([_M0(3, 1), _M0(3, 2)]), [_data(7, 3, 1), _data(7, 3, 2)], {}),
 }
@@ -122,7 +123,8 @@ def test_new_data_of_the_same_shapes_reuses_the_export(cache):
     (path,) = _files(cache)
     before = path.stat().st_mtime_ns
     other = _data(40, 3, seed=5)
-    _same(nqf.gradient_flow(_M0(3, 4), other, TS, rtol=1e-9), _normal(_M0(3, 4), other, rtol=1e-9))
+    options = nqf.flow.ODEOptions(rtol=1e-9)
+    _same(nqf.gradient_flow(_M0(3, 4), other, TS, options=options), _normal(_M0(3, 4), other, options=options))
     assert _files(cache) == [path] and path.stat().st_mtime_ns == before
 
 
@@ -227,10 +229,10 @@ def test_unwritable_folder_still_serves_the_export(tmp_path, monkeypatch):
 
 def test_failed_solve_still_raises_through_the_export(cache):
     with pytest.raises(RuntimeError, match="max_steps"):
-        nqf.gradient_flow(_M0(3), _data(40, 3), TS, max_steps=3)
+        nqf.gradient_flow(_M0(3), _data(40, 3), TS, options=nqf.flow.ODEOptions(max_steps=3))
     _export._calls.clear()
     with pytest.raises(RuntimeError, match="max_steps"):
-        nqf.gradient_flow(_M0(3), _data(40, 3), TS, max_steps=3)
+        nqf.gradient_flow(_M0(3), _data(40, 3), TS, options=nqf.flow.ODEOptions(max_steps=3))
 
 
 CHILD = """

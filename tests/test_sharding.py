@@ -44,7 +44,8 @@ SCRIPT = textwrap.dedent(
         lam = rng.uniform(0.5, 1.5, (4, 3)) if name == "plain" else lam
         ys = rng.uniform(0.5, 1.5, 4) if name == "plain" else ys
         sd = nqf.NQFData(np.einsum("ik,mk,jk->mij", P, lam, P), ys)
-        sw = solutions.singular_limit_sweep(sd, np.geomspace(1e-2, 1e-30, 5), np.linspace(0.0, 3.0, 30), **kw)
+        sw = solutions.singular_limit_sweep(sd, np.geomspace(1e-2, 1e-30, 5), np.linspace(0.0, 3.0, 30),
+                                            options=solutions.SweepOptions(**kw))
         out[name] = {"batch": np.asarray(b.ys).tolist(), "steps": np.asarray(b.num_steps).tolist(),
                      "lanes": np.asarray(lanes.ys).tolist(),
                      "loss": np.asarray(sw.loss).tolist(), "tau_star": np.asarray(sw.tau_star_samples).tolist(),

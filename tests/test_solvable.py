@@ -46,7 +46,7 @@ def test_implicit_xi_matches_runge_kutta(a, b, c):
     t = _ts(60.0, 50)
     xi, rate = solutions.implicit_xi(t, a, b, np.array(c))
     g = lambda s: jnp.sum(a * jnp.exp(-b * s)) - c
-    ref = nqf.flow.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, rtol=1e-12, atol=1e-14).ys
+    ref = nqf.flow.solve_ode(lambda t, x, args: g(x), jnp.asarray(0.0), t, options=flow.ODEOptions(rtol=1e-12, atol=1e-14)).ys
     scale = max(1.0, float(np.max(np.abs(ref))))
     np.testing.assert_allclose(xi, ref, atol=1e-9 * scale, rtol=0)
     np.testing.assert_allclose(rate, jax.vmap(g)(ref), atol=1e-9 * (abs(c) + np.abs(a).sum()), rtol=0)
@@ -135,8 +135,8 @@ def test_batched_flow_with_one_dataset_per_lane_equals_single_runs():
     broken = datasets.broken_datasets("commuting", d.data, np.array([0.0, 0.1]), seed=1)
     M0 = _dense_M0(3, 0.1, 1)
     ts = _ts(10.0, 20)
-    Mb = nqf.gradient_flow(np.tile(M0, (2, 1, 1)), broken, ts, solver="tsit5").ys
-    Ms = nqf.gradient_flow(jnp.asarray(M0), broken[1], ts, solver="tsit5").ys
+    Mb = nqf.gradient_flow(np.tile(M0, (2, 1, 1)), broken, ts, options=flow.ODEOptions(solver="tsit5")).ys
+    Ms = nqf.gradient_flow(jnp.asarray(M0), broken[1], ts, options=flow.ODEOptions(solver="tsit5")).ys
     np.testing.assert_allclose(Mb[1], Ms, rtol=1e-12, atol=1e-15)
     # the default (Dopri8 at rtol 1e-10) agrees to its tolerance: diffrax's Dopri8 under vmap is not bitwise
     Md = nqf.gradient_flow(np.tile(M0, (2, 1, 1)), broken, ts).ys

@@ -49,7 +49,8 @@ def test_step_limits_and_rescaled_time():
 def test_crossing_time_intercept_fit_and_step_deviation():
     t = np.linspace(0, 10, 11)
     x = np.stack([2 * t, t - 20], axis=1)
-    np.testing.assert_allclose(kit.crossing_time(t, x, 5.0), [2.5, np.nan])
+    np.testing.assert_allclose(kit.crossing_time(t, x, 5.0), [2.5, np.inf])  # never: inf (first_crossing)
+    np.testing.assert_allclose(kit.crossing_time(t, x, -5.0), [0.0, np.inf])  # reached at t[0]: t[0]
     assert kit.intercept_fit(np.array([0.1, 0.2, 0.3]), np.array([1.1, 1.2, 1.3])) == pytest.approx((1.0, 1.0))
     dev = kit.step_deviation(np.linspace(0, 2, 201), np.zeros((2, 201)), np.ones(201), np.array([1.0]), 0.5)
     np.testing.assert_allclose(dev, [1.0, 1.0])
@@ -90,7 +91,8 @@ def test_singular_limit_sweep_matches_closed_forms():
     d3 = datasets.orthogonal_features_data(R3, 1.0, seed=0)
     eps = np.array([1e-3, 1e-10, 1e-30])
     taus = np.linspace(0.0, 1.2 / R3.min(), 120)
-    sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, options=solutions.SweepOptions(pad_to=(5, 12)))  # padding is exact
+    padded = solutions.SweepOptions(pad_to=(5, 12))  # padding is exact
+    sw = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), eps, taus, z_final=R3, options=padded)
     pred = solutions.switch_on_time(R3[None], 1.0, eps[:, None], rho=0.5) / np.log(1 / eps)[:, None]
     np.testing.assert_allclose(sw.tau_star[:, 1], pred, rtol=1e-7)
     t = taus[None, :] * np.log(1 / eps)[:, None]
@@ -100,9 +102,16 @@ def test_singular_limit_sweep_matches_closed_forms():
     # sample-wise crossings on the Fig. 4 data (same padded shape: no recompilation)
     d4 = datasets.fig4_dataset()
     zeta = np.asarray(solutions.sample_growth_rates(d4.lambdas, d4.ys))
-    sw4 = solutions.singular_limit_sweep(nqf.NQFData(d4.As, d4.ys), eps, np.linspace(0.0, 1.2 / zeta.min(), 120), options=solutions.SweepOptions(pad_to=(5, 12)))
+    sw4 = solutions.singular_limit_sweep(nqf.NQFData(d4.As, d4.ys), eps, np.linspace(0.0, 1.2 / zeta.min(), 120),
+                                         options=padded)
     exact = np.asarray(solutions.sample_switch_on_times(d4.lambdas, d4.ys, eps[:, None] * np.ones(12)))
     np.testing.assert_allclose(sw4.tau_star_samples[:, 1] * np.log(1 / eps)[:, None], exact, rtol=1e-7)
+    # the ends of THE first-crossing rule: z_5(0) = 1e-2 is above 10 % of z_5(inf) = 0.0625 (reached at taus[0] = 0),
+    # and by tau = 2 the modes with 1/r_k > 2 never reach 90 % (inf), as nqf.training.first_crossing reads them
+    short = solutions.singular_limit_sweep(nqf.NQFData(d3.As, d3.ys), np.array([1e-2]), np.linspace(0.0, 2.0, 120),
+                                           z_final=R3, options=padded)
+    assert float(short.tau_star[0, 0, 4]) == 0.0 and np.all(np.isinf(short.tau_star[0, 2, 2:]))
+    assert np.all(np.isfinite(short.tau_star[0, :, 0])) and np.all(short.tau_star[0, :, 0] > 0)
 
 
 def test_gaussian_init_scale():
@@ -123,7 +132,8 @@ def test_sudden_bad_inputs():
     with pytest.raises(ValueError, match="taus"):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0.1, 1, 5))
     with pytest.raises(ValueError, match="pad_to"):
-        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), options=solutions.SweepOptions(pad_to=(2, 2)))
+        solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5),
+                                       options=solutions.SweepOptions(pad_to=(2, 2)))
     with pytest.raises(BAD_INPUT):
         solutions.singular_limit_sweep(nqf.NQFData(d.As, d.ys), np.array([1e-3]), np.linspace(0, 1, 5), P=np.eye(3))
     with pytest.raises(ValueError, match="sigma"):

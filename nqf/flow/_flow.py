@@ -1,59 +1,33 @@
 r"""The one ODE entry point of :mod:`nqf` and the gradient flow on $M$ (Eq. 28).
 
 Every continuous-time solve of the package goes through :func:`integrate` (the only call of
-``diffrax.diffeqsolve``): :func:`solve_ode` (any vector field), :func:`gradient_flow` (Eq. 28, one
-initial condition or a batch), :func:`nqf.solutions.lv_flow` (Eq. 32), the singular-limit sweep,
-the $\xi$ flow of Eq. (133) and the per-sample losses of :func:`nqf.solutions.sample_wise_loss`.
-Each returns the solver's step counts.
+``diffrax.diffeqsolve``), configured by one :class:`ODEOptions`: :func:`solve_ode` (any vector field),
+:func:`gradient_flow` (Eq. 28, one initial condition or a batch), :func:`nqf.solutions.lv_flow` (Eq. 32),
+the singular-limit sweep, the $\xi$ flow of Eq. (133) and :func:`nqf.solutions.sample_wise_loss`.
 
-**Compiled once per shape.** Vector fields are module-level functions and the data travel
-through ``args``, never through closures; the public functions are ``jax.jit``-ed with the
-vector field, solver and step budget as static arguments and everything else (data, initial
-condition, save times, tolerances) traced. A second call with new data of the same shapes, or a
-new ``rtol``, compiles nothing (``tests/test_flow.py`` counts compilations). With JAX's persistent
-compilation cache on, :func:`gradient_flow` also stores its traced program as a ``jax.export``
-serialization next to that cache (:mod:`nqf.flow._export`, keyed by shapes, options and
-versions): the first call of a new process then skips Python tracing and lowering of diffrax's
-solve and gets the same numbers, bit for bit. Both caches need a program without host callbacks, so
-equinox's checks (diffrax's, of the save times, which the public functions make before the solve)
-must be traced by its documented switch ``EQX_ON_ERROR=nan`` (or ``off``), read when equinox is
-imported; nqf never changes that mode. Under equinox's default (``raise``) every new process compiles
-each flow anew (first call at $m = 256$, $p = 8$, warm caches, load 0.3-0.4 on 2 cores: 1.2 s; with
-``EQX_ON_ERROR=nan`` 0.20 s, 0.46-0.51 s from JAX's persistent cache alone). The book sets it.
+**Compiled once per shape.** Vector fields are module-level functions and the data travel through
+``args``; the vector field, solver and step budget are static, everything else (data, initial condition,
+save times, tolerances) traced: new data of the same shapes, or a new ``rtol``, compiles nothing
+(``tests/test_flow.py``). With JAX's persistent cache on, :func:`gradient_flow` also stores its program
+as a ``jax.export`` serialization (:mod:`nqf.flow._export`): a new process skips tracing diffrax's solve.
+Both caches need a program without host callbacks, i.e. equinox's documented switch
+``EQX_ON_ERROR=nan`` (or ``off``); nqf never changes that mode (the book sets it; under equinox's
+default, first call at $m = 256$, $p = 8$: 1.2 s against 0.20 s).
 
-**Sufficient statistics or samples.** Under ZGZ, $H = \frac4m\sum_\mu(\mathrm{Tr}[MA_\mu] - y_\mu)A_\mu$
-(Eq. 27) is affine in $M$. With $u(S)$ the packed upper triangle of a symmetric $S$
-($u_{ii} = S_{ii}$, $u_{ij} = \sqrt2S_{ij}$, so $\mathrm{Tr}[SA] = u(S)\cdot u(A)$) and $U$ the
-$m\times k$ matrix of rows $u(A_\mu)$, $k = p(p+1)/2$: the sample path evaluates
-$u(H) = \frac4mU^\top(Uu(M) - r)$, $r = y - f_0$ ($2mk$ multiply-adds per evaluation); the
-statistics path forms $G = U^\top U$ and $c = U^\top r$ once ($mk^2$, a matrix product) and then
-evaluates $u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the cheaper by a cost
-model measured on a 2-core CPU (:func:`_use_statistics`); both give the same flow.
+**Sufficient statistics or samples.** Under ZGZ, $H$ (Eq. 27) is affine in $M$. With $u(S)$ the packed
+upper triangle of a symmetric $S$ ($u_{ij} = \sqrt2S_{ij}$ off the diagonal, so $\mathrm{Tr}[SA] = u(S)\cdot
+u(A)$) and $U$ the rows $u(A_\mu)$: the sample path evaluates $u(H) = \frac4mU^\top(Uu(M) - r)$,
+$r = y - f_0$ ($2mk$ per evaluation, $k = p(p+1)/2$); the statistics path forms $G = U^\top U$,
+$c = U^\top r$ once and evaluates $u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the
+cheaper by a cost model measured on a 2-core CPU (:func:`_use_statistics`); both give the same flow.
 
-**The solver.** ``solver="auto"`` (the default) is Tsit5 (order 5), at every tolerance: no choice from
-the tolerance alone is faster at equal accuracy on both kinds of flow we measured (issue 21). Dopri8
-(order 8, like scipy's DOP853) takes 3-6x fewer steps at the same ``rtol`` but uses up its tolerance where
-Tsit5 over-delivers. On the logistic flow of Thm 6 (five modes from $\epsilon = 10^{-5}$, ``t`` to 400,
-``rtol = 1e-10``, ``atol = 1e-14``) Tsit5 is within 7e-10 of the closed form in 575 steps (3450
-evaluations), Dopri8 within 9e-8 in 167 (2171): its error is set by ``atol`` on the $10^{-5}$ entries, and
-with both tolerances divided by 100 it is still 3e-9 (3029 evaluations). On random non-commuting data
-($m$ = 16-256, $p$ = 8-32, ``t`` to 5) Tsit5 at ``rtol = 1e-10`` is within 5e-12-1e-11 of a tight reference
-(scipy's DOP853 at the same ``rtol``: 3e-11-2e-10); Dopri8 reaches Tsit5's error only at ``rtol/1000``
-(1.5-1.6x fewer evaluations than Tsit5; 1.3-1.5x more than scipy's DOP853 at ``rtol = 1e-10``, whose
-error is 3-20x larger). So the default keeps the accuracy the tolerance promises; ``solver="dopri8"`` is
-there when fewer steps at a looser error matter.
+**The solver.** ``solver="auto"`` is Tsit5 at every tolerance (issue 21): at equal error Dopri8 costs what
+Tsit5 costs, and at equal ``rtol`` it spends its tolerance where Tsit5 over-delivers (logistic flow of
+Thm 6 at ``rtol = 1e-10``: Tsit5 within 7e-10 of the closed form, Dopri8 within 9e-8).
 
-**Batches.** ``M0`` of shape ``(n, p, p)`` solves ``n`` flows in one program: with one dataset shared
-by every lane (its arrays enter the ``jax.vmap`` unbatched: one copy, one matrix product per stage
-for all lanes), or one dataset per lane; with a ``jax.sharding`` mesh the lanes are split over its
-devices (:mod:`nqf.flow._sharding`).
-
-**Log time.** Runs that span decades (plateaus of length $\ln(1/\epsilon)$) can be solved in
-$s = \ln(1 + (t - t_0)/t_s)$, $dy/ds = (t_s + t - t_0) f(t, y)$, with $t_s$ the first save
-interval: ``time="log"`` (``"auto"`` picks it when the save times span more than three decades).
-It pays on long plateaus, not on exponential growth (a logistic switch-on from $\epsilon$ costs the
-same number of steps per e-fold in either clock); :func:`nqf.solutions.singular_limit_sweep`
-uses the rescaled clock $\tau = t/\ln(1/\epsilon)$ instead.
+**Log time.** ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$, $t_s$ the first save interval
+(``"auto"``: when the save times span more than three decades); it pays on long plateaus, not on
+exponential growth.
 """
 
 from __future__ import annotations
@@ -63,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,7 +50,6 @@ from .._checks import check_positive
 from .._checks import check_psd
 from .._checks import require_x64
 from .._types import ArrayLike
-from .._types import Matrix
 from ..model._data import NQFData
 from ..model._model import check_order_parameter
 from . import _export
@@ -85,8 +59,26 @@ from .._checks import invalid, wrong_kind
 from .._checks import failed
 
 SOLVERS = {"dopri8": diffrax.Dopri8, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
-AUTO_DOPRI8_BELOW = 0.0  # solver="auto" never takes Dopri8: at equal error it costs what Tsit5 costs (module doc)
 TIMES = ("auto", "linear", "log")
+
+
+class ODEOptions(eqx.Module):
+    r"""How an ODE of :mod:`nqf` is solved, diffrax's way (one frozen object, as ``PIDController``):
+    PID step control at ``rtol``, ``atol`` (traced: a new value compiles nothing; ``rtol`` in (0, 1), ``atol``
+    >= 0), an explicit Runge-Kutta ``solver`` (``"auto"`` = ``"tsit5"``, ``"dopri8"`` (order 8, like scipy's
+    DOP853), ``"tsit5"``, ``"dopri5"``), the clock ``time`` (``"linear"``, ``"log"``, ``"auto"``: see the module
+    docstring), the step budget ``max_steps`` (a solve that needs more raises), diffrax's progress bar
+    (``progress``), the largest step ``dtmax`` and the ``norm`` of the scaled error (diffrax's RMS norm by
+    default). Checked when a flow is called."""
+
+    rtol: float | Float[Array, ""] = 1e-10  # a float, or traced inside the flows' programs
+    atol: float | Float[Array, ""] = 1e-14
+    solver: str = eqx.field(static=True, default="auto")
+    time: str = eqx.field(static=True, default="linear")
+    max_steps: int = eqx.field(static=True, default=1_000_000)
+    progress: bool = eqx.field(static=True, default=False)
+    dtmax: float | None = eqx.field(static=True, default=None)
+    norm: Callable[[Any], Any] | None = eqx.field(static=True, default=None)
 
 
 class ODESolution(NamedTuple):
@@ -108,35 +100,23 @@ def integrate(
     y0: PyTree,
     ts: Float[ArrayLike, " T"],
     args: PyTree,
-    rtol: Float[ArrayLike, ""],
-    atol: Float[ArrayLike, ""],
+    options: ODEOptions,
     *,
-    solver: str = "tsit5",
-    time: str = "linear",
-    max_steps: int = 1_000_000,
     dense: bool = False,
-    norm: Callable[[Any], Any] | None = None,
-    progress: bool = False,
-    t0: Float[ArrayLike, ""] | None = None,
-    t1: Float[ArrayLike, ""] | None = None,
-    dtmax: float | None = None,
+    span: tuple[Any, Any] | None = None,
 ) -> diffrax.Solution:
-    r"""The single ``diffrax.diffeqsolve`` call of :mod:`nqf` (traceable; callers jit it).
+    r"""The single ``diffrax.diffeqsolve`` call of :mod:`nqf` (traceable; callers jit it and check ``options``).
 
-    Integrates ``dy/dt = vector_field(t, y, args)`` from ``ts[0]`` to ``ts[-1]`` with an
-    explicit Runge-Kutta ``solver`` (``"dopri8"``, ``"tsit5"``, ``"dopri5"``) under PID step
-    control (``rtol``, ``atol``; ``norm`` of the scaled error, diffrax's RMS norm by default),
-    saving at ``ts`` (non-decreasing), from ``t0`` to ``t1`` (default ``ts[0]`` and ``ts[-1]``; linear
-    time only), with steps of at most ``dtmax``. ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$ instead, with
-    $t_s$ = ``ts[1] - ts[0]`` (then ``sol.ts`` are in $s$; ``dense=True`` needs linear time).
-    Does not raise inside ``jit`` (``throw=False``): check ``sol.result``, as ``raise_if_failed`` does.
+    Integrates ``dy/dt = vector_field(t, y, args)`` from ``ts[0]`` to ``ts[-1]`` (or over ``span = (t0, t1)``,
+    linear time only) under ``options`` (a resolved :class:`ODEOptions`: no ``"auto"``), saving at ``ts``
+    (non-decreasing). ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$, $t_s$ = ``ts[1] - ts[0]``
+    (then ``sol.ts`` are in $s$; ``dense=True`` needs linear time). Does not raise inside ``jit``
+    (``throw=False``): check ``sol.result``, as :func:`raise_if_failed` does.
     """
-    ts = jnp.asarray(ts)
+    ts, time = jnp.asarray(ts), options.time
     if time == "log":
-        if t0 is not None or t1 is not None:
-            raise invalid("time", "be 'linear' with `t0`/`t1`", f"{time!r}")
-        if dense:
-            raise invalid("time", "be 'linear' with `dense=True` (the dense solution would be in log time)", f"{time!r}")
+        if span is not None or dense:
+            raise invalid("time", "be 'linear' with `span` or `dense=True` (they are in linear time)", repr(time))
         t0, ts_scale = ts[0], ts[1] - ts[0]
         term = diffrax.ODETerm(functools.partial(_log_time_field, vector_field))
         args = (args, t0, ts_scale)
@@ -145,19 +125,19 @@ def integrate(
     elif time == "linear":
         term = diffrax.ODETerm(vector_field)
         ss = ts
-        s0 = ts[0] if t0 is None else t0
-        s1 = ts[-1] if t1 is None else t1
+        s0, s1 = (ts[0], ts[-1]) if span is None else span
     else:
         raise invalid("time", "be 'linear' or 'log'", f'{time!r}')
-    if solver not in SOLVERS:
-        raise invalid("solver", f"be one of {sorted(SOLVERS)} here (resolve 'auto' first)", f'{solver!r}')
-    extra = ({} if norm is None else {"norm": norm}) | ({} if dtmax is None else {"dtmax": dtmax})
-    controller = diffrax.PIDController(rtol=rtol, atol=atol, **extra)
+    if options.solver not in SOLVERS:
+        raise invalid("solver", f"be one of {sorted(SOLVERS)} here (resolve 'auto' first)", repr(options.solver))
+    extra = ({} if options.norm is None else {"norm": options.norm}) | (
+        {} if options.dtmax is None else {"dtmax": options.dtmax})
+    controller = diffrax.PIDController(rtol=options.rtol, atol=options.atol, **extra)
     return diffrax.diffeqsolve(
-        term, SOLVERS[solver](), t0=s0, t1=s1, dt0=None, y0=y0, args=args,
+        term, SOLVERS[options.solver](), t0=s0, t1=s1, dt0=None, y0=y0, args=args,
         saveat=diffrax.SaveAt(ts=ss, dense=dense), stepsize_controller=controller,
-        max_steps=max_steps, adjoint=diffrax.ForwardMode(),
-        progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(), throw=False,
+        max_steps=options.max_steps, adjoint=diffrax.ForwardMode(),
+        progress_meter=diffrax.TqdmProgressMeter() if options.progress else diffrax.NoProgressMeter(), throw=False,
     )
 
 
@@ -231,39 +211,38 @@ def _check_ts(ts) -> np.ndarray:
 
 
 def choose_solver(solver: str, rtol: float) -> str:
-    """The solver that ``solver="auto"`` means at ``rtol``: ``"tsit5"`` (``"dopri8"`` only below
-    ``AUTO_DOPRI8_BELOW``, 0: see the module docstring); an explicit name is returned as it is (after
-    checking it)."""
+    """The solver that ``solver="auto"`` means (``"tsit5"`` at every ``rtol``: see the module docstring); an
+    explicit name is returned as it is (after checking it)."""
     if not isinstance(solver, str) or (solver != "auto" and solver not in SOLVERS):
         raise invalid("solver", f"be 'auto' or one of {sorted(SOLVERS)}", f'{solver!r}')
-    if solver != "auto":
-        return solver
-    return "dopri8" if float(rtol) < AUTO_DOPRI8_BELOW else "tsit5"
+    return "tsit5" if solver == "auto" else solver
 
 
-def _check_options(rtol, atol, solver, time, ts_np, max_steps, progress) -> tuple[str, str, int, bool]:
-    """The options every solve shares, checked once: (solver, time, max_steps, progress) resolved."""
+def check_options(options: ODEOptions, ts_np: np.ndarray | None = None) -> ODEOptions:
+    """``options`` checked once, at the boundary, and resolved (``"auto"`` solver and clock made explicit,
+    ``rtol``/``atol`` Python floats); ``ts_np`` (the save times) resolves ``time="auto"``."""
+    if not isinstance(options, ODEOptions):
+        raise wrong_kind("options", "be an nqf.flow.ODEOptions (e.g. ODEOptions(rtol=1e-8))", type(options).__name__)
+    rtol, atol, time = options.rtol, options.atol, options.time
     check_positive("rtol", rtol)
     if not float(rtol) < 1:  # a relative error of 100% per step controls nothing: the solve can blow up and stall
         raise invalid("rtol", "be a relative tolerance in (0, 1), e.g. 1e-10 (at 1 or above no step is ever "
                               "refused for its error)", repr(rtol))
     check_positive("atol", atol, strict=False)
-    solver = choose_solver(solver, rtol)
     if time not in TIMES:
         raise invalid("time", f'be one of {TIMES}', f'{time!r}')
     if time == "auto":
-        span = (ts_np[-1] - ts_np[0]) / (ts_np[1] - ts_np[0])
-        time = "log" if span > 1e3 else "linear"
-    max_steps = check_int("max_steps", max_steps, minimum=1, maximum=2**62)  # the solver counts steps in int64
-    if not isinstance(progress, (bool, np.bool_)):
-        raise wrong_kind("progress", 'be True or False', f'{progress!r}')
-    return solver, time, int(max_steps), bool(progress)
+        time = "log" if ts_np is not None and (ts_np[-1] - ts_np[0]) / (ts_np[1] - ts_np[0]) > 1e3 else "linear"
+    max_steps = check_int("max_steps", options.max_steps, minimum=1, maximum=2**62)  # int64 step counts
+    if not isinstance(options.progress, (bool, np.bool_)):
+        raise wrong_kind("progress", 'be True or False', f'{options.progress!r}')
+    return ODEOptions(float(rtol), float(atol), choose_solver(options.solver, rtol), time, int(max_steps),
+                      bool(options.progress), options.dtmax, options.norm)
 
 
 @functools.partial(jax.jit, static_argnames=("vector_field", "solver", "time", "max_steps", "progress"))
 def _solve_jit(vector_field, y0, ts, args, rtol, atol, *, solver, time, max_steps, progress):
-    sol = integrate(vector_field, y0, ts, args, rtol, atol, solver=solver, time=time,
-                    max_steps=max_steps, progress=progress)
+    sol = integrate(vector_field, y0, ts, args, ODEOptions(rtol, atol, solver, time, max_steps, progress))
     return _solution(sol, ts)
 
 
@@ -273,27 +252,23 @@ def solve_ode(
     ts: Float[ArrayLike, " T"],
     *,
     args: PyTree = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-14,
-    solver: str = "auto",
-    time: str = "linear",
-    max_steps: int = 1_000_000,
-    progress: bool = False,
+    options: ODEOptions = ODEOptions(),
 ) -> ODESolution:
-    """Integrate ``dy/dt = vector_field(t, y, args)`` and return ``y`` at every ``ts`` (jitted).
+    """Integrate ``dy/dt = vector_field(t, y, args)`` and return ``y`` at every ``ts`` (jitted), as ``options``
+    (an :class:`ODEOptions`; ``dtmax`` and ``norm`` unused here) say.
 
     Pass a **module-level** function as ``vector_field`` and the data as ``args``: the compiled
     solver is cached on the function and the shapes, so new data of the same shapes reuse it
-    (a fresh ``lambda`` compiles anew on every call). ``solver``, ``time``, ``max_steps`` as in
-    :func:`gradient_flow`; ``progress=True`` shows diffrax's tqdm meter. Returns an :class:`ODESolution` (``.ys`` and the step counts).
+    (a fresh ``lambda`` compiles anew on every call). Returns an :class:`ODESolution` (``.ys`` and the step
+    counts).
     """
     require_x64("solve_ode")
     ts_np = _check_ts(ts)
-    solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
+    o = check_options(options, ts_np)
     sol = _solve_jit(vector_field, jax.tree.map(jnp.asarray, y0), jnp.asarray(ts_np), args,
-                     jnp.asarray(float(rtol)), jnp.asarray(float(atol)), solver=solver, time=time,
-                     max_steps=max_steps, progress=progress)
-    return raise_if_failed(sol, "solve_ode", max_steps=max_steps)
+                     jnp.asarray(o.rtol), jnp.asarray(o.atol), solver=o.solver, time=o.time,
+                     max_steps=o.max_steps, progress=o.progress)
+    return raise_if_failed(sol, "solve_ode", max_steps=o.max_steps)
 
 
 def log_times(t_max: float, n: int, *, t_min: float | None = None) -> np.ndarray:
@@ -370,19 +345,14 @@ def _flow_field_statistics(t, u, args):
     return _field_from_uH(scale * (G @ u - c), u)
 
 
-def flow_statistics(data: NQFData) -> tuple[Float[Array, "k k"], Float[Array, " k"], Float[Array, ""]]:
-    r"""The sufficient statistics of the flow: $G = \sum_\mu u(A_\mu)u(A_\mu)^\top$ ($k\times k$,
-    $k = p(p+1)/2$), $c = \sum_\mu (y_\mu - f_0)u(A_\mu)$ and $4/m$; $u(H) = \frac4m(Gu(M) - c)$ (Eq. 27)."""
-    U = _packed_stack(data.As)
-    return U.T @ U, U.T @ (data.ys - data.f0), jnp.asarray(4.0 / data.As.shape[0], dtype=U.dtype)
-
-
 def _prepare(data: NQFData, statistics: bool):
-    """(vector field, args) of Eq. (28) for the data; traceable."""
-    if statistics:
-        return _flow_field_statistics, flow_statistics(data)
+    """(vector field, args) of Eq. (28) for the data; traceable. The statistics are $G = U^\top U$ ($k\times k$),
+    $c = U^\top(y - f_0)$ and $4/m$."""
     U = _packed_stack(data.As)
-    return _flow_field_samples, (U, data.ys - data.f0, jnp.asarray(4.0 / data.As.shape[0], dtype=U.dtype))
+    scale = jnp.asarray(4.0 / data.As.shape[0], dtype=U.dtype)
+    if statistics:
+        return _flow_field_statistics, (U.T @ U, U.T @ (data.ys - data.f0), scale)
+    return _flow_field_samples, (U, data.ys - data.f0, scale)
 
 
 # The cost model of `statistics=None`, in multiply-adds: a solve takes about _EVALS right-hand-side
@@ -457,8 +427,7 @@ def _flow_jit(M0, data, ts, rtol, atol, *, lanes, statistics, solver, time, max_
     """One program for every flow: ``lanes`` is None (one M0), "shared" (one dataset) or "per-lane"."""
 
     def solve(M0, field, args):
-        sol = integrate(field, pack(M0), ts, args, rtol, atol, solver=solver, time=time, max_steps=max_steps,
-                        progress=progress)
+        sol = integrate(field, pack(M0), ts, args, ODEOptions(rtol, atol, solver, time, max_steps, progress))
         return _solution(sol, ts)._replace(ts=None, ys=unpack(sol.ys))
 
     if lanes is None:
@@ -476,13 +445,8 @@ def gradient_flow(
     data: NQFData | Sequence[NQFData],
     ts: Float[ArrayLike, " T"],
     *old_order: Any,
-    rtol: float = 1e-10,
-    atol: float = 1e-14,
+    options: ODEOptions = ODEOptions(),
     statistics: bool | None = None,
-    solver: str = "auto",
-    time: str = "linear",
-    max_steps: int = 1_000_000,
-    progress: bool = False,
     mesh: jax.sharding.Mesh | None = None,
 ) -> ODESolution:
     r"""Gradient flow of the NQF, $\dot M = -HM - MH$ (Eq. 28), $H$ of Eq. (27), from $M(0)$ = ``M0``.
@@ -497,17 +461,11 @@ def gradient_flow(
             also a sequence of ``n`` datasets of equal shapes, one per lane (e.g. data broken by several
             sizes of a perturbation).
         ts: increasing save times, e.g. :func:`log_times`; the solve runs from ``ts[0]``.
-        rtol, atol: PID tolerances on the entries of $M$ (traced: a new value compiles nothing); ``rtol`` in
-            (0, 1), ``atol`` >= 0.
+        options: an :class:`ODEOptions` (tolerances on the entries of $M$, solver, clock, step budget,
+            progress bar; ``dtmax`` and ``norm`` unused here).
         statistics: solve from the sufficient statistics $(G, c)$ (``True``), from the samples
             (``False``), or pick the cheaper (``None``, by a cost model in $m$, $p$ and the batch size).
             Both give the same flow.
-        solver: ``"auto"`` (default: ``"tsit5"``, the accurate choice at a given ``rtol``; module docstring), ``"dopri8"``
-            (order 8, like scipy's DOP853), ``"tsit5"`` or ``"dopri5"``.
-        time: ``"linear"`` (default), ``"log"`` ($s = \ln(1 + t/t_1)$), or ``"auto"`` (log when ``ts``
-            spans more than three decades).
-        max_steps: the solver's step budget (a positive int); a solve that needs more raises.
-        progress: show diffrax's progress bar.
         mesh: a ``jax.sharding.Mesh`` (e.g. :func:`nqf.flow.batch_mesh`) over which a batch's lanes
             are split; the numbers are those of the unsharded solve.
 
@@ -531,27 +489,19 @@ def gradient_flow(
             raise invalid("M0", "have shape (n, p, p) with `mesh` (it splits a batch of initial conditions)", f"shape {np.shape(M0)}")
     M0 = _check_M0(M0, p)
     ts_np = _check_ts(ts)
-    solver, time, max_steps, progress = _check_options(rtol, atol, solver, time, ts_np, max_steps, progress)
+    o = check_options(options, ts_np)
     n = np.shape(M0)[0] if ndim == 3 else 1
     lanes = None if ndim == 2 else ("shared" if shared else "per-lane")
     # NumPy arrays and Python floats go to the program as they are: jnp.asarray would compile and run a
     # small staging program for each of them on the first call of a process (the avals are the same).
-    args = (np.asarray(M0, dtype=float), data, ts_np, float(rtol), float(atol))
-    options = dict(lanes=lanes, statistics=_use_statistics(statistics, m, p, n if lanes == "shared" else 1),
-                   solver=solver, time=time, max_steps=max_steps, progress=progress, mesh=mesh)
+    args = (np.asarray(M0, dtype=float), data, ts_np, o.rtol, o.atol)
+    static = dict(lanes=lanes, statistics=_use_statistics(statistics, m, p, n if lanes == "shared" else 1),
+                  solver=o.solver, time=o.time, max_steps=o.max_steps, progress=o.progress, mesh=mesh)
     out = None
-    if mesh is None and not progress:  # a sharded program or a progress bar's host callback: no export
-        out = _export.call("gradient_flow", _flow_jit, args, options)
-    sol = _flow_jit(*args, **options) if out is None else ODESolution(*out)
-    return raise_if_failed(sol, "gradient_flow", max_steps=max_steps)
-
-
-def gradient_flow_batch(M0s, data, ts, **options) -> ODESolution:
-    """Deprecated spelling of :func:`gradient_flow` with ``M0`` of shape ``(n, p, p)`` (kept, unexported,
-    for callers not yet moved); same arguments and result."""
-    if np.ndim(M0s) != 3:
-        raise invalid("M0s", 'have shape (n, p, p)', f'shape {np.shape(M0s)}')
-    return gradient_flow(M0s, data, ts, **options)
+    if mesh is None and not o.progress:  # a sharded program or a progress bar's host callback: no export
+        out = _export.call("gradient_flow", _flow_jit, args, static)
+    sol = _flow_jit(*args, **static) if out is None else ODESolution(*out)
+    return raise_if_failed(sol, "gradient_flow", max_steps=o.max_steps)
 
 
 def trajectory_error(M: Float[ArrayLike, "T p p"], M_ref: Float[ArrayLike, "T p p"]) -> float:

@@ -35,6 +35,7 @@ from ._sudden import feature_step_loss as feature_step_loss
 from ._sudden import sample_step_loss as sample_step_loss
 from ._sudden import SingularSweep as SingularSweep
 from ._sudden import singular_limit_sweep as singular_limit_sweep
+from ._sudden import SweepOptions as SweepOptions
 from ._scaling import feature_exponent as feature_exponent
 from ._scaling import sample_exponent as sample_exponent
 from ._scaling import effective_exponent as effective_exponent
@@ -85,6 +86,7 @@ __all__ = [
     "saxe_mode_strength",
     "singular_limit_sweep",
     "SingularSweep",
+    "SweepOptions",
     "slaved_M",
     "switch_on_time",
     "XiFlow",

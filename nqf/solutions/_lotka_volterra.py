@@ -28,6 +28,7 @@ from .._checks import require_x64
 from .._types import ArrayLike
 from .._types import Matrix
 from .._types import StructureStack
+from ..flow._flow import ODEOptions
 from ..flow._flow import ODESolution
 from ..flow._flow import solve_ode
 from ..model._data import NQFData
@@ -109,19 +110,15 @@ def lv_flow(
     z0: Float[ArrayLike, " p"],
     ts: Float[ArrayLike, " T"],
     *,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    solver: str = "tsit5",
-    time: str = "linear",
-    progress: bool = False,
+    options: ODEOptions = ODEOptions(atol=1e-12, solver="tsit5"),
 ) -> ODESolution:
     r"""Integrate the Lotka–Volterra equation (32) from $z(0) = z_0$ at times ``ts``.
 
     Integrates $u_k = \ln z_k$, $\dot u_k = r_k - \sum_j C_{kj} e^{u_j}$, so that
     initial scales down to $10^{-300}$ (the singular limit $\epsilon\to 0$) keep
     full relative accuracy. Modes with $z_k(0) = 0$ stay at zero. Goes through
-    :func:`nqf.flow.solve_ode` (compiled once per $p$ and number of save times;
-    ``solver`` and ``time`` as there). Returns an :class:`~nqf.flow.ODESolution`
+    :func:`nqf.flow.solve_ode` under ``options`` (an :class:`~nqf.flow.ODEOptions`; compiled once per $p$ and
+    number of save times). Returns an :class:`~nqf.flow.ODESolution`
     with ``ys`` = $z(t)$, shape ``(T, p)``, and the solver's step counts.
     """
     require_x64("lv_flow")
@@ -138,7 +135,7 @@ def lv_flow(
     alive = z0 > 0
     u0 = np.log(np.where(alive, z0, 1.0))
     args = (r, jnp.asarray(C, dtype=float), jnp.asarray(alive))
-    sol = solve_ode(_lv_field, u0, ts, args=args, rtol=rtol, atol=atol, solver=solver, time=time, progress=progress)
+    sol = solve_ode(_lv_field, u0, ts, args=args, options=options)
     return sol._replace(ys=jnp.where(alive, jnp.exp(sol.ys), 0.0))
 
 

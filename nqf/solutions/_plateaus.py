@@ -41,6 +41,7 @@ from .._checks import check_float64
 from .._checks import invalid
 from .._checks import wrong_kind
 from .._types import ArrayLike
+from ..flow import ODEOptions
 from ..flow import gradient_flow
 from ..flow import log_times
 from ..model import MSE
@@ -500,7 +501,7 @@ def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
             nqf_data = NQFData(As, ys, f0=f0)
     if eta is not None and nqf_data is not None:
         fts = log_times(t_end, int(flow_points), t_min=eta)
-        sol = gradient_flow(W0 @ W0.T, nqf_data, fts, rtol=1e-6, atol=1e-12, solver="tsit5")
+        sol = gradient_flow(W0 @ W0.T, nqf_data, fts, options=ODEOptions(rtol=1e-6, atol=1e-12, solver="tsit5"))
         Ms = np.asarray(sol.ys)
         floss = np.asarray(jax.vmap(lambda M: mse_loss(M, nqf_data))(jnp.asarray(Ms))) * time_factor
         feigs, fts = _eigs(Ms)[:, : min(W0.shape)], np.asarray(fts)

@@ -21,7 +21,7 @@ from .._checks import check_finite, check_ndim, check_positive, check_shape, fai
 from .._checks import wrong_kind
 from .._fit import fit_line
 from .._types import ArrayLike
-from ..flow._flow import integrate, succeeded
+from ..flow._flow import ODEOptions, integrate, succeeded
 
 
 def _real(name: str, value) -> float:
@@ -245,8 +245,8 @@ _SAMPLE_MAX_STEPS = 16_384
 def _sample_solve(t, zeta, kappa, c, u_end, rtol, atol):
     def one(z, kap, cc, ue):
         u = jnp.minimum(z * t, ue - 1.0)  # non-decreasing save times in this sample's clock
-        sol = integrate(_psi_field, jnp.zeros(()), u, (kap, cc), rtol, atol, solver="tsit5", t0=jnp.zeros(()),
-                        t1=ue, dtmax=4.0, max_steps=_SAMPLE_MAX_STEPS)
+        options = ODEOptions(rtol, atol, "tsit5", "linear", _SAMPLE_MAX_STEPS, False, dtmax=4.0)
+        sol = integrate(_psi_field, jnp.zeros(()), u, (kap, cc), options, span=(jnp.zeros(()), ue))
         frac = jnp.sum(kap[None, :] * jnp.exp(cc[None, :] * sol.ys[:, None]), axis=1) - 1.0
         return jnp.where(z * t >= ue - 1.0, 0.0, frac), succeeded(sol)
 

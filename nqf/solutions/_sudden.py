@@ -1,14 +1,10 @@
 r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3 and 4).
 
-* switch-on times: feature-wise, Eq. (158) at any fraction $\rho$ (finite $\epsilon$) and its
-  limit $\ln(1/\epsilon)/(a\zeta_k)$ (Eq. 153); sample-wise (Thm 10), exactly from the
-  quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
-* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$
-  (Eq. 168 for features, Eq. 175 for samples);
-* :func:`singular_limit_sweep`, the full gradient flow (Eq. 28) integrated directly in $\tau$ for
-  a whole grid of $\epsilon$ at once (``jax.vmap``), with switch-on times located on the dense
-  solution;
-* the Fig. 4 dataset, the Runge–Kutta solution of Eq. (36), and full-batch GD on $W$.
+* switch-on times: feature-wise (Eq. 158, :func:`nqf.solutions.switch_on_time`) and sample-wise (Thm 10),
+  exactly from the quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
+* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$ (Eqs. 168, 175);
+* :func:`singular_limit_sweep`, the gradient flow (Eq. 28) in $\tau$ for a grid of $\epsilon$ at once;
+* the Runge–Kutta solution of Eq. (36).
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ import functools
 from typing import NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,6 +22,7 @@ from .._checks import check_ndim
 from .._checks import check_shape
 from .._checks import require_x64
 from .._types import ArrayLike
+from ..flow._flow import ODEOptions
 from ..flow._flow import integrate
 from ..flow._flow import solve_ode
 from ..flow._sharding import check_mesh
@@ -33,9 +31,10 @@ from ..model._data import NQFData
 from ..model._data import require_data
 from ._implicit import fixed_point
 from ._implicit import implicit_time
-from ._lotka_volterra import switch_on_time
+from ..training import first_crossing
 from .._checks import invalid
 from .._checks import failed
+from .._checks import wrong_kind
 
 
 
@@ -55,12 +54,11 @@ class XiFlow(NamedTuple):
 
 def sample_xi_flow(
     t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"],
-    z0: Float[ArrayLike, " p"], *, rtol: float = 1e-11, atol: float = 1e-13, solver: str = "tsit5",
-    time: str = "linear",
+    z0: Float[ArrayLike, " p"], *, options: ODEOptions = ODEOptions(rtol=1e-11, atol=1e-13, solver="tsit5"),
 ) -> XiFlow:
     r"""Runge–Kutta integration of Eq. (36) in differential form (Eq. 133),
     $\dot\xi_\mu = \sum_k\lambda_{\mu,k}z_k(0)e^{-\frac8m\lambda_{\mu,k}\xi_\mu} - y_\mu$, as the paper
-    does for Fig. 4, through :func:`nqf.flow.solve_ode` (compiled once per shape). Returns
+    does for Fig. 4, through :func:`nqf.flow.solve_ode` under ``options`` (compiled once per shape). Returns
     :class:`XiFlow` ``(xi, residuals, num_steps)`` with $\Delta_\mu = \dot\xi_\mu$."""
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2, "one row of eigenvalues per sample")
@@ -68,7 +66,7 @@ def sample_xi_flow(
     check_shape("ys", ys, (m,), "one label per sample")
     check_shape("z0", z0, (lam.shape[1],), "one initial feature per eigen-direction")
     ys, z0 = jnp.asarray(ys, dtype=float), jnp.asarray(z0, dtype=float)
-    sol = solve_ode(_xi_field, jnp.zeros(m), t, args=(lam, z0, ys), rtol=rtol, atol=atol, solver=solver, time=time)
+    sol = solve_ode(_xi_field, jnp.zeros(m), t, args=(lam, z0, ys), options=options)
     return XiFlow(sol.ys, _xi_residuals(sol.ys, (lam, z0, ys)), sol.num_steps)
 
 
@@ -172,47 +170,56 @@ class SingularSweep(NamedTuple):
     num_steps: Float[Array, " E"]  # solver steps of each run
 
 
+class SweepOptions(eqx.Module):
+    r"""How :func:`singular_limit_sweep` solves (one frozen object, as :class:`nqf.flow.ODEOptions`): ``rtol`` and
+    ``atol`` on $N = M/\epsilon$ component-wise (max norm), ``atol_M`` an absolute tolerance on $M$ itself
+    ($\mathrm{atol}_N = \max(\mathrm{atol}, \mathrm{atol}_M/\epsilon)$: for non-commuting data (Thm 7), where
+    rounding in $H$ puts noise of relative size $10^{-16}$ into entries that vanish exactly), the ``solver``
+    (``"tsit5"`` or ``"dopri8"``), the step budget ``max_steps``, diffrax's progress bar (``progress``: host
+    callbacks, so that program is not kept by the persistent compilation cache), ``pad_to = (m_pad, p_pad)``
+    (zero samples of weight 0 and zero directions, exact: sweeps of different sizes share one compiled
+    program) and a ``jax.sharding.Mesh`` (``mesh``, e.g. :func:`nqf.flow.batch_mesh`) that splits the grid of
+    $\epsilon$ over its devices, with the same numbers."""
+
+    rtol: float | Float[Array, ""] = 1e-10
+    atol: float | Float[Array, ""] = 1e-12
+    atol_M: float | Float[Array, ""] = 0.0
+    solver: str = eqx.field(static=True, default="tsit5")
+    max_steps: int = eqx.field(static=True, default=16_384)
+    progress: bool = eqx.field(static=True, default=False)
+    pad_to: tuple[int, int] | None = eqx.field(static=True, default=None)
+    mesh: jax.sharding.Mesh | None = eqx.field(static=True, default=None)
+
+
 def singular_limit_sweep(
     data: NQFData, eps: Float[ArrayLike, " E"], taus: Float[ArrayLike, " T"], *,
-    P: Float[ArrayLike, "p p"] | None = None, z_final: Float[ArrayLike, " p"] | None = None,
-    M0_unit: Float[ArrayLike, "p p"] | None = None, rho: tuple[float, ...] = (0.1, 0.5, 0.9),
-    rtol: float = 1e-10, atol: float = 1e-12, atol_M: float | None = None, max_steps: int = 16_384,
-    progress: bool = False, pad_to: tuple[int, int] | None = None, solver: str = "tsit5",
-    mesh: jax.sharding.Mesh | None = None,
+    M0_unit: Float[ArrayLike, "p p"] | None = None, P: Float[ArrayLike, "p p"] | None = None,
+    z_final: Float[ArrayLike, " p"] | None = None, rho: tuple[float, ...] = (0.1, 0.5, 0.9),
+    options: SweepOptions = SweepOptions(),
 ) -> SingularSweep:
     r"""The gradient flow (Eq. 28) from $M(0) = \epsilon M_0$ for every $\epsilon$ of a grid at once
-    (``jax.vmap``), integrated in the rescaled clock $\tau = t/\ln(1/\epsilon)$.
+    (``jax.vmap``), integrated in the rescaled clock $\tau = t/\ln(1/\epsilon)$, under ``options``
+    (:class:`SweepOptions`).
 
     The state is $N = M/\epsilon$, so that initial scales down to $10^{-300}$ keep full relative
     accuracy: $\frac{dN}{d\tau} = -\ln(1/\epsilon)\,[H(\epsilon N)N + NH(\epsilon N)]$, $N(0) = M_0$
-    ($M_0 = I$ by default, i.e. $z_k(0) = \epsilon$ in any basis, the convention of Sec. 6 and
-    Fig. 3). Switch-on times are located on the dense Tsit5 solution by bisection: features
-    ($z_k = \rho z_k^\mathrm{final}$, needs ``z_final``) and samples ($\Delta_\mu = -(1-\rho)y_\mu$,
-    which assumes $y_\mu > 0$ and a monotone residual, as under Thm 5). ``nan`` where a level is never
-    reached. With ``progress=True`` diffrax shows a progress bar.
+    (``M0_unit``, $I$ by default: $z_k(0) = \epsilon$ in any basis, the convention of Sec. 6 and Fig. 3).
+    ``data`` is an :class:`~nqf.model.NQFData` with ZGZ (targets $y_\mu - f_0$); it enters the vmap once.
 
-    Tolerances: ``rtol`` and ``atol`` apply to $N$ component-wise (max norm over components); ``atol_M`` (optional) adds an
-    absolute tolerance on $M$ itself ($\mathrm{atol}_N = \max(\mathrm{atol}, \mathrm{atol}_M/\epsilon)$).
-    Use it for non-commuting data (Thm 7), where rounding in $H$ puts noise of relative size
-    $10^{-16}$ into entries that vanish exactly, which component-wise control would chase forever.
-
-    ``pad_to = (m_pad, p_pad)`` pads the data with zero samples (weight 0 in the loss) and zero
-    directions (which stay at their initial value) before solving. The padding is exact; it only
-    lets sweeps of different sizes (and tolerances) share one compiled program.
-
-    ``data`` is an :class:`~nqf.model.NQFData` with ZGZ (targets $y_\mu - f_0$). The solve goes
-    through ``integrate`` (the one ``diffeqsolve`` call of :mod:`nqf.flow`) (``solver``: ``"tsit5"`` by default, or ``"dopri8"``); the
-    dataset enters the vmap over $\epsilon$ once, unbatched. ``mesh`` (a ``jax.sharding.Mesh``, e.g.
-    :func:`nqf.flow.batch_mesh`) splits the grid of $\epsilon$ over its devices, with the same
-    numbers as without it. ``progress=True`` uses host callbacks, so that program is not kept by
-    the persistent compilation cache.
+    Switch-on times, per level $\rho$: features $z_k = (P^\top MP)_{kk}$ reach $\rho z_k^\mathrm{final}$ (needs
+    ``z_final``; NaN without it), samples reach $\Delta_\mu = -(1-\rho)y_\mu$ (assumes $y_\mu > 0$ and a monotone
+    residual, as under Thm 5). The rule is :func:`nqf.training.first_crossing`'s on the saved ``taus``: reached at
+    the first record, ``taus[0]``; never, ``inf``; otherwise the crossing is located by bisection on the dense
+    Tsit5 solution (NaN if the level is crossed and left again).
     """
     require_x64("singular_limit_sweep")
     data = require_data(data)
     if not data.zgz:
         raise invalid("data", "be ZGZ data (no `gs`, no `Bs`): singular_limit_sweep integrates the flow on M alone "
                       "(Eq. 28)", "data with `gs` or `Bs`")
-    check_mesh(mesh)
+    if not isinstance(options, SweepOptions):
+        raise wrong_kind("options", "be an nqf.solutions.SweepOptions", type(options).__name__)
+    check_mesh(options.mesh)
     m, p = data.m, data.p
     eps = jnp.asarray(eps, dtype=float)
     check_ndim("eps", eps, 1, "grid of initial scales")
@@ -232,30 +239,42 @@ def singular_limit_sweep(
     check_ndim("rho", rho, 1, "levels in (0, 1)")
     if bool(jnp.any((rho <= 0) | (rho >= 1))):
         raise invalid("rho", "hold levels in (0, 1)", f"{np.asarray(rho)}")
-    atol_M = 0.0 if atol_M is None else float(atol_M)
-    As, ys = np.asarray(data.As), np.asarray(data.ys - data.f0)
-    m_pad, p_pad = (m, p) if pad_to is None else (int(pad_to[0]), int(pad_to[1]))
-    if m_pad < m or p_pad < p:
-        raise invalid("pad_to", f'be at least the data size (m, p) = {(m, p)}', f'{pad_to!r}')
-    A_p = np.zeros((m_pad, p_pad, p_pad))
-    A_p[:m, :p, :p] = As
-    y_p = np.zeros(m_pad)
-    y_p[:m] = ys
-    w = np.zeros(m_pad)
-    w[:m] = 1.0
-    P_p, N0_p = np.eye(p_pad), np.eye(p_pad)
-    P_p[:p, :p], N0_p[:p, :p] = np.asarray(P), np.asarray(N0)
-    zf_p = np.full(p_pad, np.nan)
-    zf_p[:p] = np.asarray(zf)
-    out = _sweep_impl(*(jnp.asarray(v) for v in (A_p, y_p, w, P_p, N0_p, zf_p)), rho, eps, taus,
-                      jnp.asarray(float(rtol)), jnp.asarray(float(atol)), jnp.asarray(atol_M),
-                      max_steps=int(max_steps), progress=bool(progress), solver=solver, mesh=mesh)
+    padded = _padded(np.asarray(data.As), np.asarray(data.ys - data.f0), P, N0, zf, options.pad_to)
+    out = _sweep_impl(*(jnp.asarray(v) for v in padded), rho, eps, taus, jnp.asarray(float(options.rtol)),
+                      jnp.asarray(float(options.atol)), jnp.asarray(float(options.atol_M)),
+                      max_steps=int(options.max_steps), progress=bool(options.progress), solver=options.solver,
+                      mesh=options.mesh)
     loss, log_z, res, ts_f, ts_s, steps, ok = out
     if not bool(np.all(ok)):
         bad = np.asarray(eps)[~np.asarray(ok)]
         raise failed("singular_limit_sweep", f"the ODE solver failed for eps = {bad[:5]} (steps taken: "
                      f"{np.asarray(steps)[~np.asarray(ok)][:5]}); raise `max_steps` or loosen `rtol`/`atol`.")
-    return SingularSweep(eps, taus, loss, log_z[..., :p], res[..., :m], ts_f[..., :p], ts_s[..., :m], rho, steps)
+    log_z, res, r = log_z[..., :p], res[..., :m], np.asarray(rho)[:, None]
+    ys = np.asarray(data.ys - data.f0)
+    tau_f = _first_crossing(taus, log_z, np.log(r * np.asarray(zf)[None]), ts_f[..., :p])
+    tau_s = _first_crossing(taus, res, -(1 - r) * ys[None], ts_s[..., :m])
+    return SingularSweep(eps, taus, loss, log_z, res, tau_f, tau_s, rho, steps)
+
+
+def _padded(As, ys, P, N0, zf, pad_to):
+    """The sweep's data padded to ``pad_to = (m_pad, p_pad)``: zero samples of weight 0, zero directions."""
+    m, p = ys.shape[0], P.shape[0]
+    m_pad, p_pad = (m, p) if pad_to is None else (int(pad_to[0]), int(pad_to[1]))
+    if m_pad < m or p_pad < p:
+        raise invalid("pad_to", f'be at least the data size (m, p) = {(m, p)}', f'{pad_to!r}')
+    A_p, y_p, w = np.zeros((m_pad, p_pad, p_pad)), np.zeros(m_pad), np.zeros(m_pad)
+    A_p[:m, :p, :p], y_p[:m], w[:m] = As, ys, 1.0
+    P_p, N0_p, zf_p = np.eye(p_pad), np.eye(p_pad), np.full(p_pad, np.nan)
+    P_p[:p, :p], N0_p[:p, :p], zf_p[:p] = np.asarray(P), np.asarray(N0), np.asarray(zf)
+    return A_p, y_p, w, P_p, N0_p, zf_p
+
+
+def _first_crossing(taus, values, level, roots):
+    """THE first-crossing rule on the saved values (``(E, T, k)``, level ``(R, k)``): ``taus[0]`` if reached at the
+    first record, ``inf`` if never, else the bisection's root on the dense solution; NaN for a NaN level."""
+    rec = first_crossing(np.asarray(taus), np.asarray(values)[:, :, None, :], level, axis=1, interpolate=False)
+    located = np.where(np.isfinite(rec) & (rec > float(taus[0])), np.asarray(roots), rec)
+    return jnp.asarray(np.where(np.isnan(level), np.nan, located))
 
 
 def _max_norm(x):
@@ -292,8 +311,8 @@ def _sweep_lane(e, A2, ys, w, P, N0, zf, rho, taus, rtol, atol, atol_M, *, max_s
     def feats(N):
         return jnp.einsum("ik,ij,jk->k", P, N, P)
 
-    sol = integrate(_sweep_field, N0, taus, (e, -jnp.log(e), A2, ys, w), rtol, jnp.maximum(atol, atol_M / e),
-                    solver=solver, max_steps=max_steps, dense=True, norm=_max_norm, progress=progress)
+    options = ODEOptions(rtol, jnp.maximum(atol, atol_M / e), solver, "linear", max_steps, progress, norm=_max_norm)
+    sol = integrate(_sweep_field, N0, taus, (e, -jnp.log(e), A2, ys, w), options, dense=True)
     Ns = sol.ys
     log_z = jnp.log(e) + jnp.log(jax.vmap(feats)(Ns))
     res = e * (Ns.reshape(Ns.shape[0], p * p) @ A2.T) - ys[None, :]

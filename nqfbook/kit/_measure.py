@@ -45,11 +45,6 @@ def step_deviation(taus, curve, step, jumps, margin: float) -> np.ndarray:
 
 def crossing_time(t: Float[ArrayLike, " T"], x: Float[ArrayLike, "T ..."], level) -> np.ndarray:
     r"""First time a sampled trajectory ``x`` (time on axis 0) reaches ``level`` from below, by linear
-    interpolation between samples (``nan`` if never, or if already reached at the first sample): the one
-    first-crossing rule, :func:`nqf.training.first_crossing`, with those two readings. For measured GD curves."""
-    t, x = np.asarray(t, dtype=float), np.asarray(x, dtype=float)
-    check_ndim("t", t, 1)
-    require_value("t", t.size <= 1 or bool(np.all(np.diff(t) > 0)), "strictly increasing (sample times)",
-                  f"{t[:5]}...")
-    require_value("x", x.shape[0] == t.shape[0], "one row per time", f"{x.shape[0]} rows for {t.shape[0]} times")
-    return first_crossing(t, x, level, axis=0, if_never=np.nan, if_first=np.nan)
+    interpolation between samples: THE first-crossing rule, :func:`nqf.training.first_crossing`, with its one
+    reading of the ends (``t[0]`` if reached at the first sample, ``inf`` if never). For measured GD curves."""
+    return first_crossing(t, x, level, axis=0)
