@@ -1,17 +1,8 @@
-"""Input validation shared by every public function of :mod:`nqf`.
+"""Input validation shared by every public function of :mod:`nqf`, and THE tolerances of Theorem 1.
 
-One convention, one wording: every check takes the argument's name first and
-raises at call (trace) time
-
-* ``TypeError`` when the kind of object is wrong (a string where a number is
-  expected, a float where a size is expected, an uncalled optimiser factory),
-* ``ValueError`` when the kind is right but the value or shape is not,
-
-with the message ``"`name` must be <expected>; got <actual>."`` (the actual
-value, type or shape). Value checks (symmetry, PSD, finiteness, index ranges)
-need concrete arrays: under ``jax.jit`` tracing the ``*_traced`` variants
-attach an ``equinox.error_if`` to the value instead, which raises when the
-compiled function runs.
+One wording, the argument's name first: ``TypeError`` when the kind of object is wrong, ``ValueError`` when the
+value or shape is, with ``"`name` must be <expected>; got <actual>."``. Value checks need concrete arrays; under
+``jax.jit`` the ``*_traced`` variants attach an ``equinox.error_if`` instead.
 """
 
 from __future__ import annotations

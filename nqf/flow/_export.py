@@ -1,40 +1,18 @@
 r"""Exported flows on disk: the first call of a new process skips tracing diffrax's solve.
 
-With JAX's persistent compilation cache warm, a new process still traces the flow in Python
-(diffrax's loop, the Runge-Kutta stages, equinox's checks) and lowers it before the cache can hand
-back the executable: about 0.85 s (0.6 s tracing, 0.25 s lowering) of the 0.9-1.3 s first call at
-$m = 4096$, $p = 8$ (issue 21, profiled).
-:func:`call` stores the lowered program instead, as a ``jax.export`` serialization (StableHLO and
-its calling convention; needs the ``flatbuffers`` package), and a later process deserializes it
-and calls it: no Python tracing of the solve, and the executable still comes from JAX's cache
-(the program that ``Exported.call`` lowers is the same in every process, so its cache key is too).
+With JAX's persistent cache warm, a new process still traces and lowers the flow (about 0.85 s of a
+0.9-1.3 s first call at $m = 4096$, $p = 8$, issue 21). :func:`call` stores the lowered program as a
+``jax.export`` serialization (StableHLO; needs ``flatbuffers``) in ``<jax cache dir>/nqf-export``; a later
+process deserializes and calls it, its executable still from JAX's cache. (A serialized executable would save
+more, but with jaxlib 0.10.2 on CPU one handed back by JAX's cache fails to run after loading.) No cache folder,
+or ``NQF_EXPORT_CACHE=0``: nothing is stored.
 
-**Why not the executable itself.** ``jax.experimental.serialize_executable`` would skip the lowering
-and JAX's cache lookup too (0.15-0.25 s instead of 0.3-0.4 s), and runs the jit path's own program;
-but with jaxlib 0.10.2 on CPU, an executable that JAX's persistent cache handed back serializes into
-bytes that load and then fail to run (``NOT_FOUND: Function ... fusion not found``), and on a warm JAX
-cache every compilation is such a hand-back. The exported StableHLO has no such state: the price is
-that its portable form expands diffrax's 100 ``chlo.next_after`` into elementary ops (a larger program:
-a compilation on a cold cache takes up to 25 % longer, a solve 0-4 % longer, measured at
-$m = 4096$, $p = 8$; $m = 256$, $p = 32$; $m = 16$, $p = 8$).
-
-**Where.** In a folder ``nqf-export`` inside JAX's cache folder (``jax.config.jax_compilation_cache_dir``;
-JAX's own eviction only touches its ``*-cache`` files); with no cache folder, or
-``NQF_EXPORT_CACHE=0`` in the environment, nothing is stored and the callers take their normal jit path.
-
-**Keys.** A file is used only for the call that wrote it: its name is the SHA-256 of the function's
-name, its static options, the shape, dtype and weak type of every input leaf and the input tree,
-the versions of Python, jax, jaxlib, diffrax, equinox, flatbuffers and nqf, the SHA-256 of nqf's
-source files (an edited package is a new key), the backend, the JAX options that change tracing
-and equinox's error mode. The file repeats the full key and a SHA-256 of its payload.
-
-**Falling back.** A missing, stale (other key), truncated or corrupted file, one that does not
-deserialize, or whose input types differ, is never called: the function is traced and exported
-afresh (one trace, as a normal call would make, and the result is the exported program's) and the
-file rewritten atomically. If the export itself fails (a host callback, a sharded input), or the
-folder cannot be written, the caller's normal path runs or the in-memory export serves; no error
-reaches the user from the cache. The exported program is the traced one, so results are bitwise
-those of the normal path (``tests/test_flow_export.py``).
+**Keys.** A file serves only the call that wrote it: SHA-256 of the function's name, static options, every
+input's shape, dtype and weak type, the input tree, the versions of Python, jax, jaxlib, diffrax, equinox,
+flatbuffers and nqf, the SHA-256 of nqf's sources, the backend, the JAX options that change tracing and
+equinox's error mode; the file repeats the key and a checksum of its payload. A missing, stale, damaged or
+mismatched file is never called: the function is exported afresh (rewritten atomically); if export fails the
+caller's normal path runs. Results are bitwise those of the normal path (``tests/test_flow_export.py``).
 """
 
 from __future__ import annotations

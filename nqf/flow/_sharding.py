@@ -1,13 +1,8 @@
 r"""Split a batch of independent solves over the devices of a ``jax.sharding`` mesh.
 
-A sweep (many initial conditions, many $\epsilon$) is a ``jax.vmap`` over lanes that never talk
-to each other. :func:`sharded_vmap` runs the same vmapped function under ``jax.shard_map``: the
-batch axis is cut into one block per device along the mesh's first axis, each device runs its own
-adaptive solver loop on its block (no synchronisation per step), and the blocks are concatenated
-again. Arguments that are not batched (the shared dataset) are replicated, never copied per lane.
-
-On one host the mesh spans its local devices (several GPUs, or CPU "devices" forced with
-``XLA_FLAGS=--xla_force_host_platform_device_count=N``); after ``jax.distributed.initialize()`` a
+:func:`sharded_vmap` runs a vmapped function under ``jax.shard_map``: the batch axis is cut into one block per
+device along the mesh's first axis (each device runs its own adaptive loop), unbatched arguments (the shared
+dataset) are replicated. On one host the mesh spans the local devices; after ``jax.distributed.initialize()`` a
 mesh over ``jax.devices()`` spans every host (see the README).
 """
 

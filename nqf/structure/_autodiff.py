@@ -1,16 +1,10 @@
 r"""Structure matrices by automatic differentiation, with the checks of Theorem 1.
 
-For a module $f_x(W)$, $W = (w_1 \dots w_d) \in \mathbb R^{p\times d}$, the
-Hessian at $W = 0$ splits into $p\times p$ blocks $H_{ij}$. Permutation
-symmetry (Def. 1) makes all diagonal blocks equal and all cross blocks equal
-(App. B.1, Thm 12), which gives the general form (Eq. 20)
-
-$$ f_x(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)] + O(\|W\|^3), $$
-
-with $g = \nabla_{w_i} f|_0$, $B = \tfrac12 H_{ij}$ ($i \ne j$) and
-$A = \tfrac12(H_{ii} - H_{ij})$. Under ZGZ (Property 1) $g = 0$ and $B = 0$, so
-$A = \tfrac12 H_{ii}$ (Theorem 1, Eqs. 54-56). Note the convention: Thm 12
-(Eq. 196) calls $\tfrac12 H_{ii}$ "A"; in Eq. (20), used here, it is $A + B$.
+The Hessian of $f_x(W)$ at $W = 0$ splits into $p\times p$ blocks $H_{ij}$; permutation symmetry (Def. 1, Thm 12)
+makes the diagonal blocks equal and the cross blocks equal, which gives Eq. (20),
+$f_x(W) = f_x(0) + g^\top\mu + \mu^\top B\mu + \mathrm{Tr}[MA] + O(\|W\|^3)$ with $g = \nabla_{w_i}f|_0$,
+$B = \tfrac12H_{ij}$ ($i\ne j$), $A = \tfrac12(H_{ii} - H_{ij})$; under ZGZ $g = B = 0$ and $A = \tfrac12H_{ii}$
+(Thm 1, Eqs. 54-56; Thm 12 calls $\tfrac12H_{ii}$ "A", which is $A + B$ of Eq. 20).
 """
 
 from __future__ import annotations

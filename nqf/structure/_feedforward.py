@@ -1,23 +1,10 @@
 r"""The feed-forward form of a structure matrix, Eqs. (17)–(19).
 
-Every neural layer of Sec. 3 has a structure matrix of the block
-off-diagonal form (Eq. 17)
-
-$$ A(x) = \frac12\begin{bmatrix}0 & C(x)\\ C(x)^\top & 0\end{bmatrix}, \qquad C(x)\in\mathbb R^{n_1\times n_2}. $$
-
-Splitting the neurons' parameters the same way, $W = [Z_1; Z_2]$ with
-$Z_1 = W_{[:n_1]}\in\mathbb R^{n_1\times d}$ and $Z_2 = W_{[n_1:]}\in\mathbb R^{n_2\times d}$
-(**neurons are the columns** of $W$, so the split is along the rows of $W$:
-the first $n_1$ parameters of every neuron), the order parameter has the
-blocks of Eq. (18) and the output depends on $W$ only through the
-*effective matrix* $Z_2 Z_1^\top\in\mathbb R^{n_2\times n_1}$:
-
-$$ f_x = \mathrm{Tr}[WW^\top A(x)] = \mathrm{Tr}[Z_2 Z_1^\top C(x)], $$
-
-a two-layer linear network with first layer $Z_1^\top$ and second layer $Z_2$,
-whose hidden representation is (Eq. 19) $h(x) = Z_1^\top C(x)\in\mathbb R^{d\times n_2}$.
-With vector outputs (App. B.2, Cor. 1) everything carries a leading output
-axis: one $C^{(m)}(x)$ per output, the same $Z_1, Z_2$.
+A neural layer's structure matrix is block off-diagonal (Eq. 17), $A(x) = \frac12\begin{bmatrix}0 & C(x)\\
+C(x)^\top & 0\end{bmatrix}$, $C(x)\in\mathbb R^{n_1\times n_2}$. With $W = [Z_1; Z_2]$ split along its rows (the
+first $n_1$ parameters of every neuron; neurons are the columns), $f_x = \mathrm{Tr}[Z_2Z_1^\top C(x)]$ (Eq. 18):
+a two-layer linear network with the effective matrix $Z_2Z_1^\top$ and hidden representation
+$h(x) = Z_1^\top C(x)$ (Eq. 19). Vector outputs (App. B.2, Cor. 1) carry a leading output axis.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
-r"""THE Theorem-1 probes: the moves both the dense and the matrix-free checks make, and how they are read.
-
-Theorem 1 needs three hypotheses of a module $f_x(W)$: permutation symmetry (Def. 1), ZGZ (Property 1)
-and smoothness at $W = 0$ ($C^3$). Two checks measure them: :func:`nqf.structure.structure_report`
-(dense: it builds the Hessian at 0 anyway, for $A$) and :func:`nqf.structure.check_hypotheses`
-(matrix-free: Hessian-vector products only, for modules with hundreds of parameters per neuron). Both
-make the same moves, written here once, on a weight pytree whose neurons lie along ``ax_leaves`` (a
-``(p, d)`` array is the pytree of one leaf with neuron axis 1):
-
-* :func:`permute_neurons` — $W\sigma$, the neurons permuted along every neuron axis (Def. 1);
-* :func:`zero_neuron` — $W$ with neuron 1 set to zero (Property 1: its gradient must vanish);
-* :func:`taylor_steps` — the steps $\pm h, \pm h/2$ of the smoothness probe (THE step, with every tolerance of
-  the checks, is :func:`nqf._checks.theorem1_tolerance`'s);
-* :func:`taylor_residuals` and :func:`taylor_ratio` — the residual and the reading of the Taylor residual of the gradient,
-  $r(t) = \nabla f(tV) - \nabla f(0) - tHV$: $O(t^2)$ for a $C^3$ module (ratio $|r(h)|/|r(h/2)| = 4$,
-  8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink such as ReLU (ratio 2); smooth when the ratio is at
-  least the tolerance set's ``smooth_ratio``. Residuals at rounding level (below ``rtol`` times the gradients' size)
-  carry no information and are skipped (ratio ``inf``: nothing measurable beyond second order).
-
-What each check differentiates differs by design and is kept: the dense check reads the full Jacobian
-(every output, max-norms, as its report prints), the matrix-free one a random contraction of the
-outputs (2-norms), so each keeps its numbers.
+r"""THE Theorem-1 probes: the moves both the dense (:func:`nqf.structure.structure_report`) and the matrix-free
+(:func:`nqf.structure.check_hypotheses`) checks make, on a weight pytree whose neurons lie along ``ax_leaves``:
+$W\sigma$ (Def. 1), neuron 1 zeroed (Property 1), and the Taylor residual of the gradient
+$r(t) = \nabla f(tV) - \nabla f(0) - tHV$ at $t = \pm h, \pm h/2$: $O(t^2)$ for a $C^3$ module (ratio
+$|r(h)|/|r(h/2)| = 4$, 8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink (2). Steps and tolerances are
+:func:`nqf._checks.theorem1_tolerance`'s. The dense check reads every output (max-norms), the matrix-free one a
+random contraction of them (2-norms): each keeps its numbers.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-r"""Theorem 1, checked: closed form against autodiff, the hypotheses, and the remainder order.
-
-One function, :func:`check_theorem1`, measures everything Theorem 1 says
-about one architecture at one input, from one compiled pass of the module
-(cached by the architecture's value):
-
-* the hypotheses: permutation symmetry (Def. 1), ZGZ (Property 1; at $W = 0$
-  no gradient and no cross-neuron Hessian block, Eq. 54), equal diagonal
-  blocks (Eq. 56), smoothness at 0 (see :func:`nqf.structure_report`);
-* the closed form ``arch.structure(x)`` against the autodiff
-  $A = \tfrac12(H_{ii} - H_{ij})$ (Eq. 20; $\tfrac12 H_{ii}$ under ZGZ);
-* the NQF remainder $R(s) = |f_x(sW) - f_x(0) - s^2\,\mathrm{Tr}[WW^\top A]|$
-  along random unit rays and its log-log slope: 3 in general (Eq. 2), 4 with a
-  per-neuron $Z_2$ symmetry (remark after Thm 1), rounding level for an
-  exactly quadratic module.
+r"""Theorem 1, checked by :func:`check_theorem1` at one input from one compiled pass of the module: the hypotheses
+(Def. 1, Property 1, Eqs. 54 and 56, smoothness), the closed form against the autodiff $A$ (Eq. 20), and the order
+of the remainder along random rays: 3 in general (Eq. 2), 4 with a per-neuron $Z_2$ symmetry, rounding level for
+an exactly quadratic module.
 """
 
 from __future__ import annotations
