@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from nqf.architectures import fourier_mlp, raw_tanh_mlp
 from nqf.model import MSE, mse
-from nqf.training import optimizer, train
+from nqf.training import Runs, optimizer, train
 
 SUMMED = MSE(samples="sum")  # summed over the modes (the eigenbasis) or over the weighted grid points
 
@@ -44,7 +44,7 @@ def _gd(kind, params0, args, *, learning_rate, num_steps, record_every, vmapped=
     loss, products = Loss(kind), products and kind not in ("raw", "modes")
     return train(loss, params0 if kind == "raw" else f(params0), optimizer("sgd", float(learning_rate)),
                  num_steps=num_steps, args=tuple(map(f, args)), record=Recorded(loss, products),
-                 record_every=record_every, vmap=("params", "args") if vmapped else ()).record
+                 runs=Runs(record_every, ("params", "args") if vmapped else ())).record
 
 
 def fourier_gd(params0, xs, ys, s, *, pre, nqf=False, weights=None, **run):

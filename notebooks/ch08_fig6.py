@@ -22,7 +22,7 @@ import numpy as np
 from nqf import quadratic_form
 from nqf.architectures import Architecture
 from nqf.model import mse
-from nqf.training import first_exceedance, optimizer, train
+from nqf.training import Runs, Stream, first_exceedance, optimizer, train
 
 
 class Pair(eqx.Module):
@@ -117,9 +117,9 @@ def online_teacher_student(arch: Architecture, seeds, learning_rates, *, d: int,
     W0, Wt, c, px, keys = _inputs(arch, jnp.asarray(seeds), d=d, eps=eps, n_probe=n_probe, readout=readout)
     args = {"Wt": Wt, "px": px, "eta": jnp.asarray(etas), "c": c}
     args["py"] = jax.vmap(lambda a: pair.teacher(a, a["px"]))(args)
-    res = train(PairLoss(pair), (W0, W0), optimizer("sgd", 1.0), num_steps=num_steps, sample=TeacherSample(pair, batch),
-                key=keys, args=args, record=ProbeRecord(pair), record_every=1, vmap=("params", "key", "args"),
-                on_divergence="ignore")
+    res = train(PairLoss(pair), (W0, W0), optimizer("sgd", 1.0), num_steps=num_steps,
+                data=Stream(TeacherSample(pair, batch), keys), args=args, record=ProbeRecord(pair),
+                runs=Runs(1, ("params", "data", "args"), "ignore"))
     rec = res.record
     c2 = np.sum(np.asarray(c) ** 2, axis=-1) if readout else np.full(len(seeds), np.nan)
     diverged = res.diverged | ~np.all(np.isfinite(rec["module"]) & np.isfinite(rec["nqf"]), axis=-1)
@@ -128,12 +128,12 @@ def online_teacher_student(arch: Architecture, seeds, learning_rates, *, d: int,
 
 
 def windows(run: OnlineRun, threshold: float, *, metric: str) -> np.ndarray:
-    """Per run: the first step at which the gap (``metric`` ``"loss"`` or ``"output"``) reaches ``threshold``;
-    the run's length where it never does (a lower bound: the window did not end within the run), ``nan`` for a
-    diverged run (not judged)."""
+    """Per run: the agreement window, :func:`nqf.training.first_exceedance` of the gap (``metric`` ``"loss"`` or
+    ``"output"``; a non-finite gap has parted; ``inf``: never), then one documented censoring step: a window that
+    never ends within the run counts as the run's length (a lower bound); ``nan`` for a diverged run (not judged).
+    A non-finite gap occurs only in diverged runs (Fig. 6 at quick and at full)."""
     gap = run.loss_gap if metric == "loss" else run.output_gap
-    w = first_exceedance(run.steps, np.where(np.isfinite(gap), gap, 0.0), threshold)
-    w = np.where(np.isfinite(w), w, float(run.steps[-1]))
+    w = np.minimum(first_exceedance(run.steps, gap, threshold), float(run.steps[-1]))
     return np.where(run.diverged, np.nan, w)
 
 

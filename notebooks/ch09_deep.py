@@ -10,7 +10,7 @@ import numpy as np
 import optax
 
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, layer_statistics, scale_forms
-from nqf.training import Optimizer, Record, optimizer, train
+from nqf.training import Minibatches, Optimizer, Record, optimizer, train
 from nqf.updates import deep_nqf_sgd, same_statistics, weights_from_statistics
 
 
@@ -110,8 +110,8 @@ def theorem14(arch, widths, *, key, m: int, batch: int, num_steps: int, eta: flo
     $\mathrm{Tr}[MA_k]$ of the dense structures on the first ``n_forms`` inputs (``forms``)."""
     Wa, xs, ys, batches = _theorem14_data(arch, tuple(widths), key, m, batch, num_steps, scale)
     Wb = tuple(same_statistics(W, seed=10 + l) for l, W in enumerate(Wa))
-    runs = [train(StatsLoss(tuple(arch.forms)), W, optimizer("sgd", eta), num_steps=num_steps, data=(xs, ys),
-                  batches=batches, record=Record(layer_statistics)).record for W in (Wa, Wb)]
+    runs = [train(StatsLoss(tuple(arch.forms)), W, optimizer("sgd", eta), num_steps=num_steps,
+                  data=Minibatches((xs, ys), batches), record=Record(layer_statistics)).record for W in (Wa, Wb)]
     stat = deep_nqf_sgd(layer_statistics(Wa), arch.forms, xs, ys, batches, eta=eta, widths=widths)
     runs, stat = jax.tree_util.tree_map(np.asarray, (runs, stat))
     top = max(float(np.max(np.abs(a))) for a in jax.tree_util.tree_leaves(runs[0]))

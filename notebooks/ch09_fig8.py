@@ -18,7 +18,7 @@ import optax
 
 from nqf._random import normals
 from nqf.model import mse
-from nqf.training import optimizer, train
+from nqf.training import Runs, optimizer, train
 
 
 def teacher_data(arch, teacher_Ws, *, key, n_train: int, n_test: int):
@@ -128,8 +128,7 @@ def train_side_by_side(applies, params0, optimizer, *, train_data, test_data, nu
         raise ValueError(f"record_every ({record_every}) must divide num_steps ({num_steps})")
     losses = tuple(ModelLoss(apply) for apply in applies)
     run = train(SumLoss(losses), tuple(params0), optimizer, num_steps=num_steps, data=train_data,
-                record=TrainAndParams(losses), args=train_data, record_every=1, vmap=("params", "data", "args"),
-                on_divergence="ignore")
+                record=TrainAndParams(losses), args=train_data, runs=Runs(1, ("params", "data", "args"), "ignore"))
     tr = tuple(np.asarray(a) for a in run.record[0])
     at = jax.tree_util.tree_map(lambda a: a[:, ::record_every], run.record[1])
     te = tuple(np.asarray(a) for a in _test_losses(losses, at, test_data))
@@ -193,7 +192,7 @@ def curvature_along_gd(applies, params0, train_data, learning_rate, *, num_steps
     lams, divs = [], []
     for apply, p0 in zip(applies, params0):
         run = train(ModelLoss(apply), p0, optimizer("sgd", float(learning_rate)), num_steps=num_steps, data=train_data,
-                    record=ParamsRecord(), record_every=check_every, vmap=("params", "data"), on_divergence="ignore")
+                    record=ParamsRecord(), runs=Runs(check_every, ("params", "data"), "ignore"))
         S, n = np.shape(jax.tree_util.tree_leaves(run.record)[0])[:2]
         # every checked step of every seed in one vmapped call: lane k * S + s is seed s at check k
         at = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1).reshape((n * S,) + a.shape[2:]), run.record)

@@ -446,15 +446,19 @@ case("train NaN params silent", ValueError, "params0")(
     lambda: training.train(_quad, jnp.array([1.0, jnp.nan, 0.0]), optax.sgd(0.1), num_steps=3, data=_XY))
 case("train diverges, on_divergence=raise", RuntimeError, "learning_rate")(
     lambda: training.train(_quad, jnp.ones(3), training.optimizer("sgd", 1e3), num_steps=100, data=_XY,
-                           on_divergence="raise"))
+                           runs=training.Runs(on_divergence="raise")))
 case("train on_divergence unknown", ValueError, "on_divergence")(
-    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY, on_divergence="stop"))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=3, data=_XY,
+                           runs=training.Runs(on_divergence="stop")))
 case("train record_every does not divide", ValueError, "record_every")(
-    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=5, data=_XY, record_every=2))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=5, data=_XY,
+                           runs=training.Runs(record_every=2)))
 case("train batches out of range silent", ValueError, "batches")(
-    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, data=_XY, batches=jnp.array([[0, 9]] * 2)))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2,
+                           data=training.Minibatches(_XY, jnp.array([[0, 9]] * 2))))
 case("train sample without key", ValueError, "key")(
-    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2, sample=lambda k, a: _XY))
+    lambda: training.train(_quad, jnp.ones(3), optax.sgd(0.1), num_steps=2,
+                           data=training.Stream(lambda k, a: _XY, None)))
 case("optimizer learning_rate<0 silent", ValueError, "learning_rate")(lambda: training.optimizer("sgd", -0.1))
 case("optimizer learning_rate NaN", ValueError, "learning_rate")(lambda: training.optimizer("sgd", float("nan")))
 case("optimizer unknown name", ValueError, "name")(lambda: training.optimizer("sgdd", 0.1))
@@ -522,7 +526,8 @@ def test_30_crash_a_huge_num_steps_is_refused_before_jax_sees_it(num_steps):
     _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1),
                                                                      num_steps=num_steps), str(2**27))
     _raises_naming(ValueError, "num_steps", lambda: training.train(_sq, jnp.ones((4, 3)), optax.sgd(0.1),
-                                                                     num_steps=2**25 + 1, vmap=("params",)))
+                                                                   num_steps=2**25 + 1,
+                                                                   runs=training.Runs(vmap=("params",))))
     _raises_naming(ValueError, "max_steps", lambda: flow.gradient_flow(
         0.01 * np.eye(P_), DATA, np.linspace(0, 1, 5), options=flow.ODEOptions(max_steps=num_steps * 2**62)))
 
@@ -533,7 +538,7 @@ def test_30_obscure_train_vmap_of_the_wrong_kind(vmap):
     # (beartype, under the tests' jaxtyping hook, checks one random item of a ``tuple[str, ...]``).
     for _ in range(10):
         _raises_naming(TypeError, "vmap", lambda: training.train(_sq, jnp.ones(3), optax.sgd(0.1), num_steps=2,
-                                                                 vmap=vmap))
+                                                                 runs=training.Runs(vmap=vmap)))
 
 
 def _loss2(params, batch):
@@ -620,7 +625,7 @@ def test_30_silent_train_a_run_that_climbs_warns_naming_the_cause(opt):
     assert bool(res.climbed) and not bool(res.diverged)
     assert any("negative learning rate" in str(w.message) or "momentum" in str(w.message) for w in rec)
     with pytest.raises(RuntimeError, match="diverged"):
-        training.train(_sq, jnp.ones(3), opt, num_steps=100, on_divergence="raise")
+        training.train(_sq, jnp.ones(3), opt, num_steps=100, runs=training.Runs(on_divergence="raise"))
 
 
 def test_30_silent_train_a_run_that_descends_does_not_warn():
@@ -640,7 +645,7 @@ def test_30_silent_train_batches_into_data_leaves_of_different_lengths(data):
         return jnp.sum(p) * sum(jnp.sum(leaf) for leaf in jax.tree_util.tree_leaves(b))
 
     _raises_naming(ValueError, "data", lambda: training.train(loss, jnp.ones(2), optax.sgd(0.1), num_steps=2,
-                                                              data=data, batches=jnp.array([[3], [3]])))
+                                                              data=training.Minibatches(data, jnp.array([[3], [3]]))))
 
 
 @pytest.mark.parametrize("rtol", [1.0, 2.0, 1e3])

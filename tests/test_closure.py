@@ -61,7 +61,8 @@ def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
         return jnp.mean((weight_outputs(Ws[0], batch) - batch.ys) ** 2) + jnp.mean((weight_outputs(Ws[1], batch) - batch.ys) ** 2)
 
     opt = optax.chain(optax.add_decayed_weights(wd), optax.sgd(eta, momentum=beta or None))
-    hist = nqf.train(BatchLoss(loss), (Wa, Wb), opt, num_steps=steps, data=jnp.arange(m), batches=batches,
+    hist = nqf.train(BatchLoss(loss), (Wa, Wb), opt, num_steps=steps,
+                     data=nqf.training.Minibatches(jnp.arange(m), batches),
                      record=Record(lambda Ws: (statistics(Ws[0]), statistics(Ws[1]))))
     closed = nqf_sgd(statistics(Wa), data, batches, eta=eta, d=d, momentum=beta, weight_decay=wd)
     assert isinstance(closed, SGDState)
@@ -138,8 +139,8 @@ def test_step_prediction_error_needs_eta_squared_terms():
     W = 0.5 * jnp.asarray(np.random.default_rng(11).normal(size=(p, d)))
     batches = jnp.asarray(np.random.default_rng(12).integers(0, m, size=(steps, 2)))
     loss = lambda W, idx: jnp.mean((weight_outputs(W, data.subset(idx)) - data.ys[idx]) ** 2)  # noqa: E731
-    rec = nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps, data=jnp.arange(m), batches=batches,
-                    record=Record(statistics)).record
+    rec = nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps,
+                    data=nqf.training.Minibatches(jnp.arange(m), batches), record=Record(statistics)).record
     err, first = step_prediction_error(rec, data, batches, eta=eta, d=d)
     assert err.shape == first.shape == (steps,)
     assert float(err.max()) < 1e-12

@@ -72,7 +72,8 @@ def test_compressed_model_reproduces_outputs_at_every_step():
     np.testing.assert_allclose(small.mu[-1], P @ wide.mu[-1], atol=1e-12)
     # training the compressed weights themselves (optax) gives the same outputs
     loss = lambda W, idx: jnp.mean((weight_outputs(W, c.data.subset(idx)) - c.data.ys[idx]) ** 2)  # noqa: E731
-    rec = nqf.train(BatchLoss(loss), c.W, optax.sgd(c.eta), num_steps=steps, data=jnp.arange(m), batches=batches,
+    rec = nqf.train(BatchLoss(loss), c.W, optax.sgd(c.eta), num_steps=steps,
+                    data=nqf.training.Minibatches(jnp.arange(m), batches),
                     record=Record(lambda W: weight_outputs(W, c.data))).record
     assert float(jnp.max(jnp.abs(rec - f_wide))) < 1e-12
     # the same model in the k_V coordinates of the data subspace

@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
-from nqf.training import BatchLoss, Record, train
+from nqf.training import BatchLoss, Minibatches, Record, train
 from nqf.updates import deep_nqf_sgd, same_statistics, weights_from_statistics
 from nqf.updates._deep import deep_nqf_sgd_step
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
@@ -125,8 +125,8 @@ def _weight_run(Ws0, forms, xs, ys, batches, eta):
     def loss(Ws, idx):
         return deep_nqf_loss(layer_statistics(Ws), forms, jax.tree_util.tree_map(lambda a: a[idx], xs), ys[idx])
 
-    return train(BatchLoss(loss), tuple(Ws0), optax.sgd(eta), num_steps=batches.shape[0], data=jnp.arange(ys.shape[0]),
-                 batches=batches, record=Record(layer_statistics)).record
+    return train(BatchLoss(loss), tuple(Ws0), optax.sgd(eta), num_steps=batches.shape[0],
+                 data=Minibatches(jnp.arange(ys.shape[0]), batches), record=Record(layer_statistics)).record
 
 
 @pytest.mark.parametrize("arch,widths", [(MLP, (5, 7)), (ATT, (3, 3)), (SHA, (3, 4))])

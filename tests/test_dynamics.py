@@ -36,8 +36,8 @@ def test_discrete_update_equals_training_W_for_two_W_with_equal_order_parameters
         return nqf.model.mse_loss(W @ W.T, data.subset(idx), mu=W.sum(axis=1))
 
     record = lambda W: (W @ W.T, W.sum(axis=1))
-    ha, hb = (nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps, data=jnp.arange(m), batches=batches,
-                        record=Record(record)).record for W in (Wa, Wb))
+    ha, hb = (nqf.train(BatchLoss(loss), W, optax.sgd(eta), num_steps=steps,
+                        data=nqf.training.Minibatches(jnp.arange(m), batches), record=Record(record)).record for W in (Wa, Wb))
     run = nqf.updates.nqf_sgd((Wa @ Wa.T, Wa.sum(axis=1)), data, batches, eta=eta, d=d)
     Ms, mus = run.M, run.mu
     scale = float(jnp.max(jnp.abs(Ms)))

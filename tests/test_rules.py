@@ -39,7 +39,8 @@ def test_first_crossing_rule_never_first_record_and_interpolation():
     out = first_crossing(T, v, 0.5)
     np.testing.assert_array_equal(out, [np.inf, 0.0, 1.5, 4.0])
     np.testing.assert_array_equal(first_crossing(T, v, 0.5, interpolate=False), [np.inf, 0.0, 2.0, 4.0])
-    np.testing.assert_array_equal(first_crossing(T, v, 0.5, if_never=np.nan, if_first=np.nan), [np.nan, np.nan, 1.5, 4.0])
+    with pytest.raises(TypeError):  # one "never" value (inf), no per-call substitute
+        first_crossing(T, v, 0.5, if_never=np.nan)
     # falling, per-column levels, time on another axis
     np.testing.assert_array_equal(first_crossing(T, 1.0 - v, 0.5, rising=False), [np.inf, 0.0, 1.5, 4.0])
     np.testing.assert_array_equal(first_crossing(T, v.T, np.array([0.5, 2.0, 0.5, 0.25]), axis=1),
@@ -104,9 +105,10 @@ def test_the_four_old_versions_are_options_of_the_one_rule():
     for rising in (True, False):
         np.testing.assert_allclose(halfway_crossing(t, x, lv, rising=rising), _old_halfway(t, x, lv, rising),
                                    rtol=1e-13, atol=0)
-    # measured crossing times (NaN never and at the first record): bit for bit
-    np.testing.assert_array_equal(first_crossing(t, x, lv, if_never=np.nan, if_first=np.nan),
-                                  _old_crossing_time(t, x, lv))
+    # measured crossing times (the old NaN never and at the first record, now inf and times[0]): bit for bit elsewhere
+    new, old = first_crossing(t, x, lv), _old_crossing_time(t, x, lv)
+    np.testing.assert_array_equal(np.where(np.isnan(old), new, old), new)
+    assert np.all(np.isinf(new[np.isnan(old)]) | (new[np.isnan(old)] == t[0]))
     # Fig. 2's half-times (recorded step, inf never, time on axis -2)
     ratio = rng.uniform(0, 1, size=(3, 40, 4))
     old = np.where((ratio >= 0.5).any(axis=-2), t[np.argmax(ratio >= 0.5, axis=-2)], np.inf)

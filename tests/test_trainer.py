@@ -54,8 +54,8 @@ def _hand_loop(opt, w, X, y, steps):
 def test_train_equals_a_hand_written_optax_loop(name, kw):
     X, y = _problem(0)
     w0 = jnp.full(3, 0.1)
-    res = training.train(Quadratic(), w0, nqf.optimizer(name, 0.05, **kw), num_steps=12, data=(X, y),
-                         record=Norm(), record_every=4)
+    res = training.train(Quadratic(), w0, nqf.optimizer(name, 0.05, **kw), num_steps=12, data=(X, y), record=Norm(),
+                         runs=training.Runs(record_every=4))
     w, losses = _hand_loop(getattr(optax, name)(0.05, **kw), w0, X, y, 12)
     np.testing.assert_allclose(res.params, w, rtol=1e-12)
     np.testing.assert_allclose(res.batch_loss, losses, rtol=1e-12)
@@ -66,15 +66,16 @@ def test_train_equals_a_hand_written_optax_loop(name, kw):
 def test_batches_select_rows_and_vmap_runs_independent_seeds():
     X, y = _problem(1)
     idx = jnp.asarray(np.random.default_rng(2).integers(0, 20, size=(6, 5)))
-    res = training.train(Quadratic(), jnp.zeros(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    res = training.train(Quadratic(), jnp.zeros(3), optax.sgd(0.1), num_steps=6, data=training.Minibatches((X, y), idx))
     w, state = jnp.zeros(3), None
     for k in range(6):
         g = jax.grad(lambda w: jnp.mean((X[idx[k]] @ w - y[idx[k]]) ** 2))(w)
         w = w - 0.1 * g
     np.testing.assert_allclose(res.params, w, rtol=1e-12)
     W0 = jnp.stack([jnp.zeros(3), jnp.ones(3)])
-    both = training.train(Quadratic(), W0, optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx, vmap=("params",))
-    one = training.train(Quadratic(), jnp.ones(3), optax.sgd(0.1), num_steps=6, data=(X, y), batches=idx)
+    both = training.train(Quadratic(), W0, optax.sgd(0.1), num_steps=6, data=training.Minibatches((X, y), idx),
+                          runs=training.Runs(vmap=("params",)))
+    one = training.train(Quadratic(), jnp.ones(3), optax.sgd(0.1), num_steps=6, data=training.Minibatches((X, y), idx))
     np.testing.assert_allclose(both.params[1], one.params, rtol=1e-12)
     assert both.batch_loss.shape == (2, 6)
 
@@ -86,7 +87,7 @@ def test_a_diverging_run_is_flagged_and_warns_with_the_learning_rate():
     assert bool(res.diverged) and 0 < int(res.first_nonfinite) < 200
     with pytest.raises(RuntimeError, match="diverged"):
         training.train(Quadratic(), jnp.ones(3), nqf.optimizer("sgd", 100.0), num_steps=200, data=(X, y),
-                       on_divergence="raise")
+                       runs=training.Runs(on_divergence="raise"))
 
 
 
@@ -104,7 +105,8 @@ def test_a_climbing_run_is_flagged_in_each_lane_and_a_new_momentum_compiles_noth
                                data=(X, y))
     assert seen == [] and not bool(again.climbed)
     with pytest.warns(RuntimeWarning, match="rose from"):
-        res = training.train(Quadratic(), scales, optax.sgd(-0.05), num_steps=40, data=(X, y), vmap=("params",))
+        res = training.train(Quadratic(), scales, optax.sgd(-0.05), num_steps=40, data=(X, y),
+                             runs=training.Runs(vmap=("params",)))
     assert res.climbed.shape == (2,) and res.climbed.all() and not res.diverged.any()
     with pytest.raises(ValueError, match="`momentum` must be in \\[0, 1\\)"):
         nqf.optimizer("sgd", 0.05, momentum=1.0)

@@ -11,10 +11,13 @@ from ._compare import Comparison as Comparison
 from ._compare import compare_with_nqf as compare_with_nqf
 from ._compare import Track as Track
 from ._trainer import BatchLoss as BatchLoss
+from ._trainer import Minibatches as Minibatches
 from ._trainer import NQFLoss as NQFLoss
 from ._trainer import Optimizer as Optimizer
 from ._trainer import optimizer as optimizer
 from ._trainer import Record as Record
+from ._trainer import Runs as Runs
+from ._trainer import Stream as Stream
 from ._trainer import train as train
 from ._trainer import Training as Training
 
@@ -25,11 +28,14 @@ __all__ = [
     "Comparison",
     "first_crossing",
     "first_exceedance",
+    "Minibatches",
     "NQFLoss",
     "optimizer",
     "Optimizer",
     "Record",
     "relative_gap",
+    "Runs",
+    "Stream",
     "Track",
     "train",
     "Training",

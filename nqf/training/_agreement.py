@@ -21,6 +21,10 @@ from .._checks import wrong_kind
 from .._types import ArrayLike
 
 
+#: THE "never crossed" value of every first crossing, agreement window and plateau end: later than every record
+NEVER = np.inf
+
+
 def _reals(name: str, x) -> np.ndarray:
     """``x`` as a float NumPy array; ``TypeError`` naming ``name`` for strings, objects, complex numbers (instead
     of NumPy's "could not convert string to float" or a ComplexWarning)."""
@@ -73,8 +77,8 @@ def relative_gap(a: Float[ArrayLike, "..."], b: Float[ArrayLike, "..."], *, time
 
 
 def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."], level: Real[ArrayLike, "..."] | float,
-                   *, axis: int = 0, rising: bool = True, interpolate: bool = True, nan_crosses: bool = False,
-                   if_never: float = np.inf, if_first: float | None = None) -> np.ndarray:
+                   *, axis: int = 0, rising: bool = True, interpolate: bool = True, nan_crosses: bool = False
+                   ) -> np.ndarray:
     r"""THE first-crossing rule: the first time a recorded quantity reaches a level.
 
     ``values`` carries the records on ``axis`` (one per entry of ``times``, strictly increasing); ``level``
@@ -89,8 +93,10 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
       $t_{i-1} + (t_i - t_{i-1})\,(\ell - v_{i-1})/(v_i - v_{i-1})$ (the record's own time $t_i$ when either
       value is not finite);
     * crossed **at the first record**: ``times[0]`` (there is no record before it to interpolate from; the
-      crossing happened at or before it), or ``if_first`` when given;
-    * **never** crossed: ``inf`` (``if_never``), so that "later than every record" compares correctly.
+      crossing happened at or before it);
+    * **never** crossed: ``inf``, THE one "never" value of the package (:data:`NEVER`), so that "later than every
+      record" compares correctly; a reader that censors it (one interval beyond the run, say) does so in one
+      documented step of its own, on this value.
 
     Returns:
         an array of the shape of ``values`` without ``axis`` (broadcast with ``level``), of floats.
@@ -120,9 +126,7 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             frac = (lv - v0) / np.where(ok, v1 - v0, 1.0)
         out = np.where(ok, t[prev] + frac * (t[first] - t[prev]), out)
-    if if_first is not None:
-        out = np.where(first == 0, float(if_first), out)
-    return np.where(crossed, out, float(if_never))
+    return np.where(crossed, out, NEVER)
 
 
 def first_exceedance(times: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:

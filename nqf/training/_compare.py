@@ -32,6 +32,9 @@ from ..structure import quadratic_form
 from ..structure import require_hypotheses
 from ._agreement import first_exceedance
 from ._agreement import relative_gap
+from ._trainer import Minibatches
+from ._trainer import Runs
+from ._trainer import Stream
 from ._trainer import as_optimizer
 from ._trainer import train
 
@@ -362,9 +365,10 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
     runs = {}
     for name, fit, data_, n in (("module", fit_m, data_m, steps), ("nqf", fit_q, data_q, steps_q)):
         rec = Recorder(Fit(fit.evaluation, loss), track.quantities, track.linear_map, "d" if d <= p else "p")
-        how = dict(sample=_KeyOnly(sample), key=key) if sample is not None else dict(data=data_, batches=batches)
-        runs[name] = train(fit, W0, opt, num_steps=n, record=rec, args=args, record_every=every,
-                           vmap=("params",) if batched else (), on_divergence="ignore", **how)
+        source = Stream(_KeyOnly(sample), key) if sample is not None else (
+            data_ if batches is None else Minibatches(data_, batches))
+        runs[name] = train(fit, W0, opt, num_steps=n, data=source, args=args, record=rec,
+                           runs=Runs(every, ("params",) if batched else (), "ignore"))
         if "step_loss" in track.quantities:
             last = np.asarray(_final_loss(fit, runs[name].params, data_, args))
             runs[name].record["step_loss"] = np.concatenate([np.asarray(runs[name].batch_loss)[..., ::every],

@@ -234,6 +234,52 @@ class Sampled(eqx.Module):
         return self.sample(key, args)
 
 
+class Minibatches(eqx.Module):
+    """A batch source for :func:`train`: step ``k`` sees the rows ``indices[k]`` of every leaf of ``data``
+    (``indices``: an int array ``(num_steps, b)``, or ``(num_steps,)`` for one row without a batch axis)."""
+
+    data: Any
+    indices: Any
+
+
+class Stream(eqx.Module):
+    """A batch source for :func:`train`: step ``k`` sees ``sample(key_k, args)``, fresh samples (online SGD), with
+    ``key`` split into one key per step."""
+
+    sample: Callable = eqx.field(static=True)
+    key: Any
+
+
+class Runs(eqx.Module):
+    """How :func:`train` runs: records every ``record_every`` steps (and after the last), the arguments named in
+    ``vmap`` (among ``"params"``, ``"data"``, ``"args"``) carry a leading lane axis vmapped in one program, and a
+    run whose loss becomes non-finite or climbs is reported by ``on_divergence``: ``"warn"``, ``"raise"``
+    (``RuntimeError``) or ``"ignore"``."""
+
+    record_every: int = eqx.field(static=True, default=1)
+    vmap: Any = eqx.field(static=True, default=())
+    on_divergence: str = eqx.field(static=True, default="warn")
+
+    def __check_init__(self):
+        check_option("on_divergence", self.on_divergence, ("warn", "raise", "ignore"))
+        v = self.vmap
+        if not (v is None or isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v))):
+            raise wrong_kind("vmap", f"be a tuple of names among {LANES} (or one name; () for one run)",
+                             f"{type(v).__name__} {v!r:.60}")
+        for name in (() if v is None else (v,) if isinstance(v, str) else v):
+            check_option("vmap", name, LANES)
+
+    @property
+    def lanes(self) -> tuple:
+        """The vmapped argument names as a tuple."""
+        v = self.vmap
+        return () if v is None else (v,) if isinstance(v, str) else tuple(v)
+
+
+#: the arguments of :func:`train` that may carry a lane axis (``Runs(vmap=...)``)
+LANES = ("params", "data", "args")
+
+
 # ------------------------------------------------------------------ the one loop
 def _float_counters(state):
     """The optimiser state with its integer scalar counters (optax Adam's step ``count``) cast to the default
@@ -403,111 +449,37 @@ def _leading(name: str, tree) -> int:
     return sizes.pop()
 
 
-def train(
-    loss: Callable,
-    params0: Any,
-    optimizer: Any,
-    *,
-    num_steps: int,
-    data: Any = None,
-    batches: Any = None,
-    sample: Callable | None = None,
-    key: Any = None,
-    record: Callable | None = None,
-    args: Any = None,
-    record_every: int = 1,
-    vmap: Names = (),
-    on_divergence: str = "warn",
-) -> Training:
-    r"""Minimise ``loss`` over ``params0`` with one optax optimiser; the whole run is one jitted scan.
-
-    Args:
-        loss: ``loss(params, batch, args) -> scalar``, a module-level function or an ``equinox.Module``
-            (static: the compiled run is cached on it).
-        params0: initial parameters, any pytree of float arrays.
-        optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
-            ``GradientTransformation``.
-        num_steps: number of optimiser steps, an int in [1, 2**27] (over all vmapped runs: one loss per step
-            is kept, 2**27 of them are 1 GiB).
-        data: what a step's batch is taken from (any pytree; full batch unless ``batches``/``sample``).
-        batches: int array ``(num_steps, b)`` of rows of ``data``, one row of indices per step (or
-            ``(num_steps,)``: one row of ``data`` per step, without a batch axis).
-        sample: ``sample(key, args) -> batch`` for fresh samples at every step (needs ``key``).
-        key: PRNG key split into one key per step for ``sample``.
-        record: ``record(params, args) -> pytree``, recorded every ``record_every`` steps and after the
-            last (``num_steps // record_every + 1`` records).
-        args: arrays both ``loss`` and ``record`` see (probe sets, teacher weights, frozen leaves).
-        record_every: recording interval (must divide ``num_steps``).
-        vmap: names among ``("params", "data", "batches", "key", "args")`` that carry a leading run
-            axis ``S``: the runs are vmapped in the same compiled program.
-        on_divergence: ``"warn"`` (default), ``"raise"`` (``RuntimeError``) or ``"ignore"`` when the loss
-            becomes non-finite or climbs (``Training.climbed``).
-
-    Returns:
-        a :class:`Training`.
-    """
-    check_callable("loss", loss, "a callable loss(params, batch, args)")
-    _check_arity("loss", loss, 3, "loss(params, batch, args)",
-                 "; wrap a loss fn(params, batch) as nqf.training.BatchLoss(fn)")
-    if record is not None:
-        check_callable("record", record, "a callable record(params, args)")
-        _check_arity("record", record, 2, "record(params, args)",
-                     "; wrap a function fn(params) as nqf.training.Record(fn)")
-    opt = as_optimizer("optimizer", optimizer)
-    num_steps = check_int("num_steps", num_steps, maximum=MAX_STEPS)
-    every = check_record_every(record_every, num_steps)
-    check_option("on_divergence", on_divergence, ("warn", "raise", "ignore"))
-    if vmap is None:
-        vmap = ()
-    elif isinstance(vmap, str):
-        vmap = (vmap,)
-    elif isinstance(vmap, (tuple, list)) and all(isinstance(v, str) for v in vmap):
-        vmap = tuple(vmap)
-    else:
-        raise wrong_kind("vmap", f"be a tuple of names among {VMAPPABLE} (or one name; () for one run)",
-                         f"{type(vmap).__name__} {vmap!r:.60}")
-    for name in vmap:
-        check_option("vmap", name, VMAPPABLE)
-    if sample is not None and batches is not None:
-        raise invalid("batches", "be None when `sample` is given (give `batches`, rows of `data`, or `sample`, fresh samples, not both)", "an array")
-    if sample is not None:
-        check_callable("sample", sample, "a callable sample(key, args)")
-        _check_arity("sample", sample, 2, "sample(key, args)", "")
-        if key is None:
+def _source(data, num_steps: int, lanes: tuple):
+    """``(select, data, batches, key, internal vmap names)`` of a batch source (:class:`Minibatches`, :class:`Stream`
+    or a pytree: full batch)."""
+    axes = tuple(n for n in lanes if n != "data")
+    if isinstance(data, Stream):
+        check_callable("sample", data.sample, "a callable sample(key, args)")
+        _check_arity("sample", data.sample, 2, "sample(key, args)", "")
+        if data.key is None:
             raise invalid("key", "be given with `sample` (one PRNG key, split into one per step)", "None")
-        if "key" not in vmap:
-            check_key("key", key)
-        select = Sampled(sample)
-    elif batches is not None:
-        # checked on the host (NumPy): jnp.asarray and a jax array's min/max would compile three eager programs
-        # per shape; the scan takes either kind
-        batches = batches if isinstance(batches, jax.Array) else np.asarray(batches)
-        lead = 1 if "batches" in vmap else 0
-        if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
-                not jnp.issubdtype(batches.dtype, jnp.integer):
-            raise invalid("batches", f"be an int array (num_steps,) or (num_steps, b) = ({num_steps}, *) of row "
-                                     f"indices{' with a leading run axis' if lead else ''}",
-                          f"{batches.dtype} array of shape {batches.shape}")
-        if data is None:
-            raise invalid("data", "be given with `batches` (they index the rows of `data`)", "None")
-        _check_rows(data, batches, "data" in vmap)
-        select = IndexBatch()
-    else:
-        select = FullBatch()
-    _check_params("params0", params0)
-    args = _traced_floats(args)
-    sizes = {_leading(name, value) for name, value in
-             (("params0", params0), ("data", data), ("batches", batches), ("key", key), ("args", args))
-             if name.rstrip("0") in vmap}
-    if len(sizes) > 1:
-        raise invalid("vmap", f"name arguments that share one leading run axis ({vmap})", f"sizes {sorted(sizes)}")
-    lanes = sizes.pop() if sizes else 1
-    if num_steps * lanes > MAX_STEPS:
-        raise invalid("num_steps", f"be at most {MAX_STEPS // lanes} for {lanes} vmapped runs (the runs keep one loss "
-                                   f"per step: {MAX_STEPS} in all, 1 GiB)", repr(num_steps))
-    params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
-                                        every, vmap)
-    values, slopes = np.asarray(values), np.asarray(slopes)
+        if "data" not in lanes:
+            check_key("key", data.key)
+        return Sampled(data.sample), None, None, data.key, axes + (("key",) if "data" in lanes else ())
+    if not isinstance(data, Minibatches):
+        return FullBatch(), data, None, None, axes + (("data",) if "data" in lanes else ())
+    # checked on the host (NumPy): jnp.asarray and a jax array's min/max would compile three eager programs per
+    # shape; the scan takes either kind
+    batches = data.indices if isinstance(data.indices, jax.Array) else np.asarray(data.indices)
+    lead = 1 if "data" in lanes else 0
+    if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
+            not jnp.issubdtype(batches.dtype, jnp.integer):
+        raise invalid("batches", f"be an int array (num_steps,) or (num_steps, b) = ({num_steps}, *) of row "
+                                 f"indices{' with a leading run axis' if lead else ''}",
+                      f"{batches.dtype} array of shape {batches.shape}")
+    if data.data is None:
+        raise invalid("data", "be given with `batches` (they index the rows of `data`)", "None")
+    _check_rows(data.data, batches, "data" in lanes)
+    return IndexBatch(), data.data, batches, None, axes + (("data", "batches") if "data" in lanes else ())
+
+
+def _report(values, slopes, opt, on_divergence):
+    """``(diverged, first_nonfinite, climbed)`` per run, warned about (or raised) by ``on_divergence``."""
     bad = ~np.isfinite(values)
     diverged = bad.any(axis=-1)
     first = np.where(diverged, np.argmax(bad, axis=-1), -1)
@@ -528,10 +500,61 @@ def train(
                     f"runs) {where}"
                     + ("; the first update points up the gradient (a negative learning rate?)" if uphill else
                        "; lower the learning rate (a momentum, b1 or b2 must be < 1)") + ".")
-        msg = f"training diverged: {body}"
         if on_divergence == "raise":
             raise failed("training", f"it diverged: {body}")
-        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        warnings.warn(f"training diverged: {body}", RuntimeWarning, stacklevel=3)
+    return diverged, first, climbed
+
+
+def train(loss: Callable, params0: Any, optimizer: Any, *, num_steps: int, data: Any = None, args: Any = None,
+          record: Callable | None = None, runs: Runs = Runs()) -> Training:
+    r"""Minimise ``loss`` over ``params0`` with one optax optimiser; the whole run is one jitted scan.
+
+    Args:
+        loss: ``loss(params, batch, args) -> scalar``, a module-level function or an ``equinox.Module``
+            (static: the compiled run is cached on it).
+        params0: initial parameters, any pytree of float arrays.
+        optimizer: an :class:`Optimizer` (:func:`optimizer`; traced learning rate) or an optax
+            ``GradientTransformation``.
+        num_steps: number of optimiser steps, an int in [1, 2**27] (over all vmapped runs: one loss per step
+            is kept, 2**27 of them are 1 GiB).
+        data: where a step's batch comes from: any pytree (every step sees all of it), :class:`Minibatches`
+            (rows of it per step) or :class:`Stream` (fresh samples per step).
+        args: arrays both ``loss`` and ``record`` see (probe sets, teacher weights, frozen leaves).
+        record: ``record(params, args) -> pytree``, recorded every ``runs.record_every`` steps and after the
+            last (``num_steps // record_every + 1`` records).
+        runs: :class:`Runs`: the recording interval, the vmapped lanes and what a diverging run does.
+
+    Returns:
+        a :class:`Training`.
+    """
+    check_callable("loss", loss, "a callable loss(params, batch, args)")
+    _check_arity("loss", loss, 3, "loss(params, batch, args)",
+                 "; wrap a loss fn(params, batch) as nqf.training.BatchLoss(fn)")
+    if record is not None:
+        check_callable("record", record, "a callable record(params, args)")
+        _check_arity("record", record, 2, "record(params, args)",
+                     "; wrap a function fn(params) as nqf.training.Record(fn)")
+    opt = as_optimizer("optimizer", optimizer)
+    num_steps = check_int("num_steps", num_steps, maximum=MAX_STEPS)
+    every = check_record_every(runs.record_every, num_steps)
+    lanes = runs.lanes
+    select, data, batches, key, vmap = _source(data, num_steps, lanes)
+    _check_params("params0", params0)
+    args = _traced_floats(args)
+    sizes = {_leading(name, value) for name, value in
+             (("params0", params0), ("data", data), ("batches", batches), ("key", key), ("args", args))
+             if name.rstrip("0") in vmap}
+    if len(sizes) > 1:
+        raise invalid("vmap", f"name arguments that share one leading run axis ({lanes})", f"sizes {sorted(sizes)}")
+    n_lanes = sizes.pop() if sizes else 1
+    if num_steps * n_lanes > MAX_STEPS:
+        raise invalid("num_steps", f"be at most {MAX_STEPS // n_lanes} for {n_lanes} vmapped runs (the runs keep one "
+                                   f"loss per step: {MAX_STEPS} in all, 1 GiB)", repr(num_steps))
+    params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
+                                        every, vmap)
+    values, slopes = np.asarray(values), np.asarray(slopes)
+    diverged, first, climbed = _report(values, slopes, opt, runs.on_divergence)
     recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)
     return Training(np.arange(0, num_steps + 1, every), params, recs, values, diverged, first, climbed)
 
