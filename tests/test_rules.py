@@ -19,6 +19,7 @@ from models_example import TwoLayerNet
 from nqf import structure, training
 from nqf._checks import check_float64, check_record_every
 from nqf.structure._models import module_function
+from nqf.structure._neurons import NeuronPacking
 from nqf.solutions import halfway_crossing
 from nqf.structure import _probes
 from nqf.training import first_crossing, first_exceedance
@@ -132,7 +133,8 @@ def test_record_every_rule_and_its_callers_share_one_message():
     arch = nqf.architectures.two_layer_mlp(3)
     xs, ys = jnp.ones((5, 3)), jnp.ones(5)
     with pytest.raises(ValueError) as trainer:
-        training.train(lambda w, b, a: jnp.sum(w**2), jnp.ones(3), optax.sgd(0.1), num_steps=20, record_every=3)
+        training.train(lambda w, b, a: jnp.sum(w**2), jnp.ones(3), optax.sgd(0.1), num_steps=20,
+                       runs=training.Runs(record_every=3))
     with pytest.raises(ValueError) as compare:
         training.compare_with_nqf(arch, (xs, ys), optax.sgd(0.1), num_steps=20, params=0.01 * jnp.ones((arch.p, 4)),
                                   track=training.Track(record_every=3))
@@ -181,7 +183,7 @@ def test_neuron_packing_is_one_hashable_value_that_round_trips():
     net = TwoLayerNet(normal(k1, (4, 3)), normal(k2, (1, 4)))
     W, layout = structure.neuron_weights(net, net.neuron_axes())
     pk = layout.packing
-    assert isinstance(pk, structure.NeuronPacking) and W.shape == (4, 4)
+    assert isinstance(pk, NeuronPacking) and W.shape == (4, 4)
     np.testing.assert_array_equal(pk(net), W)
     np.testing.assert_array_equal(W, jnp.concatenate([net.U.T, net.V]))  # rows: U's 3 inputs, then V
     back = pk.unpack(2.0 * W, net)

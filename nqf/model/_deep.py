@@ -36,8 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._types import ArrayLike
-from .._checks import invalid
-from .._checks import wrong_kind
+from .._checks import invalid, wrong_kind
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 

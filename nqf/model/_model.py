@@ -17,16 +17,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_psd
-from .._checks import check_shape
-from .._checks import check_square_stack
-from .._checks import check_symmetric
-from .._types import ArrayLike
-from .._types import Matrix
-from ._data import NQFData
-from ._data import require_data
-from .._checks import invalid
+from .._checks import check_finite, check_psd, check_shape, check_square_stack, check_symmetric, invalid
+from .._types import ArrayLike, Matrix
+from ._data import NQFData, require_data
 
 
 

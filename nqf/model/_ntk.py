@@ -23,17 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import check_size
-from .._types import ArrayLike
-from .._types import Matrix
-from ._data import NQFData
-from ._data import require_data
+from .._checks import check_finite, check_ndim, check_positive, check_shape, check_size, invalid
+from .._types import ArrayLike, Matrix
+from ._data import NQFData, require_data
 from ._model import check_order_parameter
-from .._checks import invalid
 
 
 

@@ -37,27 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
-from .._checks import check_float64
-from .._checks import invalid
-from .._checks import wrong_kind
+from .._checks import check_float64, invalid, wrong_kind
 from .._types import ArrayLike
-from ..flow import ODEOptions
-from ..flow import gradient_flow
-from ..flow import log_times
-from ..model import MSE
-from ..model import NQFData
-from ..model import mse
-from ..model import mse_loss
-from ..structure import HypothesisCheck
-from ..structure import QuadraticForm
-from ..structure import neuron_weights
-from ..structure import quadratic_form
-from ..structure import quasi_random
-from ..training import Comparison
-from ..training import Track
-from ..training import compare_with_nqf
-from ..training import first_crossing
-from ..training import first_exceedance
+from ..flow import ODEOptions, gradient_flow, log_times
+from ..model import MSE, NQFData, mse, mse_loss
+from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form, quasi_random
+from ..training import Comparison, Track, compare_with_nqf, first_crossing, first_exceedance
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M

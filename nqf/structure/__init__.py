@@ -18,14 +18,12 @@ from ._feedforward import feedforward_form as feedforward_form
 from ._theorem1 import Theorem1Check as Theorem1Check
 from ._theorem1 import check_theorem1 as check_theorem1
 from ._feedforward import feedforward_splits as feedforward_splits
-from ._pytree import NeuronLayout as NeuronLayout
 from ._pytree import neuron_weights as neuron_weights
 from ._pytree import pytree_structure_matrix as pytree_structure_matrix
 from ._autodiff import structure_reports as structure_reports
 from ._matrix_free import HypothesisCheck as HypothesisCheck
 from ._matrix_free import check_hypotheses as check_hypotheses
 from ._matrix_free import nqf_output as nqf_output
-from ._neurons import NeuronPacking as NeuronPacking
 from ._quadratic import QuadraticForm as QuadraticForm
 from ._quadratic import quadratic_form as quadratic_form
 
@@ -39,8 +37,6 @@ __all__ = [
     "FeedforwardForm",
     "HypothesisCheck",
     "neuron_weights",
-    "NeuronLayout",
-    "NeuronPacking",
     "nqf_output",
     "pytree_structure_matrix",
     "quadratic_form",

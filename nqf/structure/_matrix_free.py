@@ -24,12 +24,7 @@ from .._checks import check_key, invalid, theorem1_tolerance
 from .._random import normal, split
 from ..architectures import Architecture
 from ._neurons import split_params
-from ._probes import fast_filter_jit
-from ._probes import permute_neurons
-from ._probes import taylor_ratio
-from ._probes import taylor_residuals
-from ._probes import taylor_step
-from ._probes import taylor_steps
+from ._probes import fast_filter_jit, permute_neurons, taylor_ratio, taylor_residuals, taylor_step, taylor_steps
 from ._probes import zero_neuron
 
 

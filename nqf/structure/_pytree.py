@@ -20,9 +20,7 @@ from jaxtyping import Array, Float
 from .._types import Input
 from ._autodiff import structure_matrix
 from ._models import model_function
-from ._neurons import NeuronPacking
-from ._neurons import axes_spec
-from ._neurons import flat_axes
+from ._neurons import NeuronPacking, axes_spec, flat_axes
 
 
 class NeuronLayout(NamedTuple):

@@ -35,19 +35,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import invalid
-from .._checks import wrong_kind
+from .._checks import invalid, wrong_kind
 from .._random import normal
 from ..architectures import Architecture
 from ._lowrank import rank_two_form
-from ._matrix_free import HypothesisCheck
-from ._matrix_free import check_hypotheses
-from ._matrix_free import module_out
-from ._matrix_free import nqf_out
+from ._matrix_free import HypothesisCheck, check_hypotheses, module_out, nqf_out
 from ._models import call_module
-from ._neurons import NeuronPacking
-from ._neurons import axes_spec
-from ._neurons import flat_axes
+from ._neurons import NeuronPacking, axes_spec, flat_axes
 
 FORMS = ("auto", "matrix-free", "structure", "rank-two")
 MAX_STRUCTURE_ENTRIES = 60_000_000  #: 480 MB of float64 structure matrices: beyond that a set stays matrix-free

@@ -13,11 +13,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Real
 
-from .._checks import check_int
-from .._checks import check_option
-from .._checks import check_positive
-from .._checks import invalid
-from .._checks import wrong_kind
+from .._checks import check_int, check_option, check_positive, invalid, wrong_kind
 from .._types import ArrayLike
 
 

@@ -17,26 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_float64
-from .._checks import check_int
-from .._checks import check_key
-from .._checks import check_record_every
-from .._checks import invalid
-from .._checks import wrong_kind
-from ..model import MSE
-from ..model import mse
-from ..structure import Evaluation
-from ..structure import HypothesisCheck
-from ..structure import QuadraticForm
-from ..structure import quadratic_form
-from ..structure import require_hypotheses
-from ._agreement import first_exceedance
-from ._agreement import relative_gap
-from ._trainer import Minibatches
-from ._trainer import Runs
-from ._trainer import Stream
-from ._trainer import as_optimizer
-from ._trainer import train
+from .._checks import check_float64, check_int, check_key, check_record_every, invalid, wrong_kind
+from ..model import MSE, mse
+from ..structure import Evaluation, HypothesisCheck, QuadraticForm, quadratic_form, require_hypotheses
+from ._agreement import first_exceedance, relative_gap
+from ._trainer import Minibatches, Runs, Stream, as_optimizer, train
 
 TRACKABLE = ("loss", "step_loss", "probe_loss", "outputs", "singular_values", "model_outputs", "gram")
 

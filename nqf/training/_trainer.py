@@ -1,33 +1,13 @@
 r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser.
 
-**The room.** :mod:`nqf.training` is where weights are trained and compared with their NQF: this file's
-:func:`train` is the one loop (everything that trains weights is a configuration of it), :mod:`._compare` the one
-side-by-side runner (:func:`~nqf.training.compare_with_nqf`) and :mod:`._agreement` the one agreement rule. The
-chapters' runs (Figs. 2-8) are recipes beside their notebooks (``notebooks/chNN_*.py``), each a configuration of
-:func:`train` or of :func:`~nqf.training.compare_with_nqf`.
-
-Every run of the package that trains weights (a module beside its NQF, online SGD on a teacher,
-several models side by side, the Fourier MLP of Fig. 5, plain GD on $W$) is a configuration of
-:func:`train`:
-
-* the **loss** ``loss(params, batch, args) -> scalar`` and what to **record**
-  ``record(params, args) -> pytree`` are static callables (module-level functions or
-  ``equinox.Module`` values, hashable by value), so the compiled program is cached on *what* they are;
-* data reach the program through arguments (``data``, ``batches``, ``key``, ``args``), never through
-  closures: a new dataset of the same shapes compiles nothing;
-* the optimiser is an :class:`Optimizer` value (:func:`optimizer`), whose numeric hyperparameters
-  (learning rate, momentum, ...) are traced: a new learning rate compiles nothing. A plain
-  ``optax.GradientTransformation`` is accepted too; it is static, so a new one compiles again.
-
-The loss convention of the package is :func:`nqf.model.mse` (Eq. 26): the mean over samples of the
-squared error summed over outputs. Step $k$ of a run at learning rate $\eta$ is flow time
-$t = \eta k$ of the gradient flow of that loss.
-
-A run whose loss becomes non-finite, or climbs (the loss of the last tenth of the steps ten times
-(``GROWTH``) that of the first tenth, or a first update that points uphill: a negative learning rate, a
-momentum >= 1), is reported, never silent: :class:`Training` carries ``diverged``, ``first_nonfinite``
-and ``climbed``, and :func:`train` warns (or raises, ``on_divergence="raise"``) naming the
-optimiser's hyperparameters.
+Everything in :mod:`nqf` that trains weights is a configuration of :func:`train` (the side-by-side runner
+:func:`~nqf.training.compare_with_nqf` and the chapters' recipes ``notebooks/chNN_*.py`` included). The ``loss``
+and ``record`` are static callables (module-level functions or ``equinox.Module`` values), so the compiled program
+is cached on *what* they are; data reach it through arguments, never closures, and an :class:`Optimizer`'s numeric
+hyperparameters are traced: a new dataset of the same shapes or a new learning rate compiles nothing. Step $k$ at
+learning rate $\eta$ is flow time $t = \eta k$ of the gradient flow of the loss (:data:`nqf.model.mse`, Eq. 26).
+A run whose loss becomes non-finite or climbs (:data:`GROWTH`) is reported, never silent (:class:`Training`,
+:class:`Runs`).
 """
 
 from __future__ import annotations
@@ -44,16 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._checks import check_callable
-from .._checks import check_finite
-from .._checks import check_int
-from .._checks import check_key
-from .._checks import check_option
-from .._checks import check_optimizer
-from .._checks import check_positive
-from .._checks import check_record_every
-from .._checks import failed, invalid, wrong_kind
-from .._types import Names
+from .._checks import check_callable, check_finite, check_int, check_key, check_option, check_optimizer
+from .._checks import check_positive, check_record_every, failed, invalid, wrong_kind
 from ..model import mse_loss
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
