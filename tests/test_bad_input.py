@@ -230,7 +230,7 @@ case("mse_loss M with NaN", ValueError, "M")(lambda: model.mse_loss(jnp.full((3,
 case("mse_loss mu wrong length", BAD_INPUT, "mu")(lambda: model.mse_loss(M0, _nqf_data(_general()), mu=jnp.ones(2)))
 case("h_matrix M wrong size", BAD_INPUT, "M")(lambda: model.h_matrix(jnp.eye(2), DATA))
 case("h_matrix data not NQFData", TypeError, "data")(lambda: model.h_matrix(M0, None))
-case("flow_field M with NaN", ValueError, "M")(lambda: model.flow_field(jnp.full((3, 3), jnp.nan), DATA))
+case("flow_field M with NaN", ValueError, "M")(lambda: model._model.flow_field(jnp.full((3, 3), jnp.nan), DATA))
 case("ntk d=0", ValueError, "d")(lambda: model.ntk(M0, MU0, DATA, d=0))
 case("ntk d=2.5", TypeError, "d")(lambda: model.ntk(M0, MU0, DATA, d=2.5))
 case("ntk mu wrong length", BAD_INPUT, "mu")(lambda: model.ntk(M0, jnp.ones(4), DATA, d=3))

@@ -12,7 +12,8 @@ from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attenti
 from nqf.training import BatchLoss, Minibatches, Record, train
 from nqf.updates import deep_nqf_sgd, same_statistics, weights_from_statistics
 from nqf.updates._deep import deep_nqf_sgd_step
-from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, deep_nqf_output, layer_statistics, scale_forms
+from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, layer_statistics, scale_forms
+from nqf.model._deep import deep_nqf_output
 
 from helpers import BAD_INPUT
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class

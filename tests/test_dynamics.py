@@ -81,7 +81,7 @@ def test_model_functions_take_nqf_data():
     np.testing.assert_allclose(nqf.model.h_matrix(M, zgz), 4 * jnp.einsum("m,mij->ij", delta, As) / 6, atol=1e-13)
     # Eq. (28) is the gradient flow of the loss: dM/dt = -HM - MH with dW/dt = -(1/2)... checked by autodiff
     H = nqf.model.h_matrix(M, zgz)
-    np.testing.assert_allclose(nqf.model.flow_field(M, zgz), -(H @ M + M @ H), atol=1e-13)
+    np.testing.assert_allclose(nqf.model._model.flow_field(M, zgz), -(H @ M + M @ H), atol=1e-13)
     gW = jax.grad(lambda W: nqf.model.mse_loss(W @ W.T, zgz))(W)
     np.testing.assert_allclose(gW, H @ W, atol=1e-12)  # dL/dW = H W (Eq. 27)
     with pytest.raises(ValueError, match="mu"):

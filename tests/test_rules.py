@@ -20,7 +20,6 @@ from nqf import structure, training
 from nqf._checks import check_float64, check_record_every
 from nqf.structure._models import module_function
 from nqf.structure._neurons import NeuronPacking
-from nqf.solutions import halfway_crossing
 from nqf.structure import _probes
 from nqf.training import first_crossing, first_exceedance
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
@@ -104,7 +103,7 @@ def test_the_four_old_versions_are_options_of_the_one_rule():
     lv = rng.normal(size=(6, 3)) * 3
     # plateau ends (interpolated, inf never, times[0] at the first record): to rounding
     for rising in (True, False):
-        np.testing.assert_allclose(halfway_crossing(t, x, lv, rising=rising), _old_halfway(t, x, lv, rising),
+        np.testing.assert_allclose(first_crossing(t, x, lv, rising=rising), _old_halfway(t, x, lv, rising),
                                    rtol=1e-13, atol=0)
     # measured crossing times (the old NaN never and at the first record, now inf and times[0]): bit for bit elsewhere
     new, old = first_crossing(t, x, lv), _old_crossing_time(t, x, lv)

@@ -42,8 +42,3 @@ __all__ = [
     "scale_forms",
     "width_scaled",
 ]
-
-# Importable as nqf.model.X by the rooms above and by the tests, but not the documented surface
-# (not in __all__): the rest of the room is private.
-from ._model import flow_field as flow_field
-from ._deep import deep_nqf_output as deep_nqf_output

@@ -5,7 +5,6 @@ switch-on times (Eq. 158) and the singular limit (Thms 8-10).
 from ._lotka_volterra import LotkaVolterra as LotkaVolterra
 from ._plateaus import diagnose as diagnose
 from ._plateaus import Diagnosis as Diagnosis
-from ._plateaus import halfway_crossing as halfway_crossing
 from ._lotka_volterra import lv_coefficients as lv_coefficients
 from ._lotka_volterra import features as features
 from ._lotka_volterra import lv_flow as lv_flow
@@ -56,7 +55,6 @@ __all__ = [
     "feature_step_loss",
     "features",
     "growth_and_competition",
-    "halfway_crossing",
     "implicit_xi",
     "isotropy_residual",
     "linear_network_modes",

@@ -6,10 +6,10 @@ $\lambda_k(t)$ of $M(t) = W(t)W(t)^\top$ sit near their tiny initial values, the
 learned level $\lambda_k^\infty$ (Thm 6: exactly logistic when the data commute), and the loss drops
 from one plateau to the next as each mode switches on.
 
-**The rule** (:func:`nqf.solutions.halfway_crossing`, fixed before any run): a plateau ends when the quantity that
-leaves it first gets **half-way** from the plateau's level to the next one, times between records
-linearly interpolated. For a logistic switch-on this is exactly its midpoint $t_k$ (Eq. 158's switch-on
-time, up to the $O(1)$ offset of the logistic), whatever its rate. Concretely:
+**The rule** (fixed before any run; read by the one first crossing, :func:`nqf.training.first_crossing`): a
+plateau ends when the quantity that leaves it first gets **half-way** from the plateau's level to the next one,
+times between records linearly interpolated. For a logistic switch-on this is exactly its midpoint $t_k$ (Eq.
+158's switch-on time, up to the $O(1)$ offset of the logistic), whatever its rate. Concretely:
 
 * per mode (``mode_plateau_ends``): mode $k$ ($k$-th largest eigenvalue of $M$) switches on when
   $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the **prediction**
@@ -41,23 +41,12 @@ from .._checks import check_float64, invalid, wrong_kind
 from .._types import ArrayLike
 from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
-from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form, quasi_random
+from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
 from ..training import Comparison, Track, compare_with_nqf, first_crossing, first_exceedance
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
 SETTLED = 0.1  #: ... and changed by less than this (relative) over the last fifth of the record
-
-
-def halfway_crossing(times: Float[ArrayLike, " T"], values: Float[ArrayLike, "T *K"],
-                     levels: Float[ArrayLike, "*K"], *, rising: bool = True) -> np.ndarray:
-    """THE plateau reading: the first time ``values`` (time on axis 0) reaches ``levels`` (``>=`` when
-    ``rising``, else ``<=``), linearly interpolated between the two records around the crossing: the package's
-    one first-crossing rule, :func:`nqf.training.first_crossing` (interpolated, on axis 0).
-
-    Returns an array of shape ``levels.shape`` (``inf`` where the level is never reached; ``times[0]`` where
-    it is reached at the first record)."""
-    return first_crossing(times, values, levels, axis=0, rising=rising)
 
 
 def learned_levels(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLike, "T r"]) -> np.ndarray:
@@ -82,7 +71,7 @@ def mode_plateau_ends(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLik
     ``HALF`` of its level $\lambda_k^\infty$ (the rule); ``(K,)``, ``inf``: not within the record."""
     lv = np.asarray(levels, dtype=float)
     e = np.asarray(eigenvalues, dtype=float)[:, : lv.size]
-    return halfway_crossing(times, e, HALF * lv)
+    return first_crossing(times, e, HALF * lv)
 
 
 def loss_plateau_ends(times: Float[ArrayLike, " T"], loss: Float[ArrayLike, " T"],
@@ -92,7 +81,7 @@ def loss_plateau_ends(times: Float[ArrayLike, " T"], loss: Float[ArrayLike, " T"
     lv = np.asarray(levels, dtype=float)
     mids = lv[:-1] + HALF * (lv[1:] - lv[:-1])
     L = np.asarray(loss, dtype=float)
-    return halfway_crossing(times, np.repeat(L[:, None], mids.size, axis=1), mids, rising=False)
+    return first_crossing(times, np.repeat(L[:, None], mids.size, axis=1), mids, rising=False)
 
 
 class PlateauEnds(NamedTuple):
@@ -333,8 +322,8 @@ def step_map(name: str, optimizer: Any) -> StepMap:
     ``kind=None``. ``ValueError`` (naming ``name``) for a member of the family that cannot descend: a
     learning rate <= 0 or a momentum outside [0, 1)."""
     tx = optimizer.build() if hasattr(optimizer, "build") else optimizer
-    g = quasi_random((4, 5), 0.7)  # fixed generic gradients and parameters (no key to carry)
-    p0 = quasi_random((5,), 1.9)
+    g = _generic((4, 5), 0.7)  # fixed generic gradients and parameters (no key to carry)
+    p0 = _generic((5,), 1.9)
     none = StepMap(None, float("nan"), float("nan"), None)
 
     def updates(scale):
@@ -383,6 +372,12 @@ def step_map(name: str, optimizer: Any) -> StepMap:
         raise invalid(name, "have a momentum in [0, 1) (at 1 or above the velocity never settles and the run "
                             "does not descend)", f"{kind} with momentum {beta:g}")
     return StepMap(kind, float(eta), float(beta), float(eta / (1.0 - beta)))
+
+
+def _generic(shape, phase: float):
+    """A fixed, generic array: entries ``sin(phase + 1e3 * sqrt(2) * i)`` (``i`` the flat index, from 1)."""
+    n = int(np.prod(shape, dtype=int))
+    return jnp.asarray(np.sin(phase + 1e3 * np.sqrt(2.0) * np.arange(1, n + 1)).reshape(shape), jnp.float64)
 
 
 class ModelRun(NamedTuple):
@@ -435,7 +430,8 @@ def _loss_words(loss, o: int) -> tuple[str, float | None]:
             return f"mean over samples of the squared error summed over {outs} (nqf.model.mse, Eq. 26, no 1/2)", 1.0
         return f"mean over samples and over {outs} of the squared error (no 1/2)", 1.0 / o
     if not callable(loss):
-        raise wrong_kind("loss", "be an nqf.model.MSE or a callable loss(outputs, targets) -> scalar", type(loss).__name__)
+        raise wrong_kind("loss", "be an nqf.model.MSE or a callable loss(outputs, targets) -> scalar",
+                         type(loss).__name__)
     return f"the user's loss {getattr(loss, '__name__', type(loss).__name__)}(outputs, targets)", None
 
 
@@ -568,9 +564,9 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     flow_eta = None if diverged else eta
     As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
                                             None if eta is None else eta * steps_q[-1], flow_points, time_factor)
+    axes = jax.tree_util.tree_leaves(q.neuron_axes(params), is_leaf=lambda v: v is None)
     frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
-                   for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0],
-                                              jax.tree_util.tree_leaves(q.neuron_axes(params), is_leaf=lambda v: v is None))
+                   for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0], axes)
                    if a is None and eqx.is_array(leaf))
     return ModelRun(q.name, c.hypotheses, As, nqf_data, np.asarray(W0), frozen, c.form, sm, loss_text,
                     eta, num_steps, float(div[0]), steps_q, eig_q,

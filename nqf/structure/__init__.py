@@ -58,9 +58,3 @@ __all__ = [
 from ._autodiff import structure_error as structure_error
 from ._expansion import nqf_expansion as nqf_expansion
 from ._feedforward import split_weights as split_weights
-from ._matrix_free import module_out as module_out
-from ._matrix_free import nqf_out as nqf_out
-from ._matrix_free import require_hypotheses as require_hypotheses
-from ._neurons import split_params as split_params
-from ._quadratic import Evaluation as Evaluation
-from ._lowrank import quasi_random as quasi_random

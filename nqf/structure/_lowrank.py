@@ -125,7 +125,7 @@ def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
     the model's structure matrices are not of that form (then evaluate the NQF matrix-free).
 
     ``apply(params, x)`` is the model, ``tr``/``frozen`` its neuron leaves and the rest (the split of
-    :func:`nqf.structure.split_params`), ``packing`` a :class:`~nqf.structure.NeuronPacking` of ``tr``'s leaves;
+    ``QuadraticForm.split``), ``packing`` the ``NeuronPacking`` of ``tr``'s leaves;
     ``xs`` an array of inputs with a leading sample axis (at least two samples)."""
     if not isinstance(xs, jax.Array) or xs.shape[0] < 2:
         return None

@@ -39,7 +39,7 @@ from .._checks import invalid, wrong_kind
 from .._random import normal
 from ..architectures import Architecture
 from ._lowrank import rank_two_form
-from ._matrix_free import HypothesisCheck, check_hypotheses, module_out, nqf_out
+from ._matrix_free import HypothesisCheck, check_hypotheses, module_out, nqf_out, require_hypotheses
 from ._models import call_module
 from ._neurons import NeuronPacking, axes_spec, flat_axes
 
@@ -103,10 +103,14 @@ class QuadraticForm(eqx.Module):
         A = neuron_structures(self.apply, packing, tr, frozen, jax.tree_util.tree_map(jnp.asarray, xs))
         return A if batch else A[0]
 
-    def check(self, *args, key=None) -> HypothesisCheck:
-        """Theorem 1's hypotheses measured at one input (:func:`nqf.structure.check_hypotheses`)."""
+    def check(self, *args, key=None, require: bool = False) -> HypothesisCheck:
+        """Theorem 1's hypotheses measured at one input (:func:`nqf.structure.check_hypotheses`); ``require``: a
+        ``ValueError`` naming the model and the failed hypothesis unless they hold (Theorem 1's one tolerance set)."""
         params, x = self._args(args)
-        return check_hypotheses(self.apply, params, x, neuron_axes=self.neuron_axes(params), key=key)
+        chk = check_hypotheses(self.apply, params, x, neuron_axes=self.neuron_axes(params), key=key)
+        if require:
+            require_hypotheses(chk, self.name)
+        return chk
 
     def parts(self, params, sets, *, key=None) -> tuple[list, Any, float | None]:
         r"""The form's parts on fixed sets of inputs (each with a leading sample axis): ``([(f0, A), ...], form,
@@ -117,6 +121,8 @@ class QuadraticForm(eqx.Module):
         which a closed or structure form is also checked."""
         tr, frozen, packing = self.split(params)
         form = self.form
+        if not sets:
+            return [(None, None)], Evaluation(self.apply, "matrix-free", packing=packing), None
         if form in ("auto", "rank-two", "matrix-free"):
             sizes = np.cumsum([0] + [jax.tree_util.tree_leaves(s)[0].shape[0] for s in sets])
             xs = sets[0] if len(sets) == 1 else jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *sets)
@@ -272,7 +278,8 @@ def _checked_parts(arch, quadratic, sets, W_one, key, name):
     f0 = zero_outputs(arch.apply, None, both, jnp.zeros_like(W_one))
     A = None
     if quadratic is None:
-        entries = sum(sizes) * int(np.prod(jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], both)).shape))
+        one = jax.eval_shape(arch.structure, jax.tree_util.tree_map(lambda a: a[0], both))
+        entries = sum(sizes) * int(np.prod(one.shape))
         if entries > MAX_STRUCTURE_ENTRIES:
             raise invalid("form", f"hold at most {MAX_STRUCTURE_ENTRIES:.0e} structure-matrix entries (use the "
                                   "matrix-free form or a closed-form quadratic(W, x))",

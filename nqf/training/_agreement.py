@@ -4,7 +4,7 @@ Every "when does a recorded quantity first reach a level" of the package and the
 :func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 10 (:func:`first_exceedance`
 of a :func:`relative_gap`: the first *recorded* step at which the gap reaches the threshold, a non-finite
 gap counting as parted: a run that blew up does not agree), the plateau ends of
-:func:`nqf.solutions.halfway_crossing` (interpolated), the half-times of Fig. 2 and the measured
+:func:`nqf.solutions.diagnose` (interpolated, half-way), the half-times of Fig. 2 and the measured
 crossing times of the chapters (:func:`nqfbook.kit.crossing_time`).
 """
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._checks import check_float64, check_int, check_key, check_record_every, invalid, wrong_kind
 from ..model import MSE, mse
-from ..structure import Evaluation, HypothesisCheck, QuadraticForm, quadratic_form, require_hypotheses
+from ..structure import HypothesisCheck, QuadraticForm, quadratic_form
 from ._agreement import first_exceedance, relative_gap
 from ._trainer import Minibatches, Runs, Stream, as_optimizer, train
 
@@ -109,7 +109,7 @@ class Fit(eqx.Module):
     """THE loss of a run: ``loss`` (:class:`nqf.model.MSE`, or the user's ``loss(outputs, targets)``) of the
     outputs ``evaluation`` computes on a batch ``(xs, ys, f0, A)``."""
 
-    evaluation: Evaluation
+    evaluation: Any  #: how the outputs are computed (the model, or its NQF in one form: QuadraticForm.parts)
     loss: Callable = eqx.field(static=True, default=mse)
 
     def __call__(self, tr, batch, args):
@@ -123,7 +123,7 @@ class StatsFit(eqx.Module):
     $G = a^\top a$, $R = a^\top(f_0 - Y)$, $c = \|f_0 - Y\|^2$; a batch is ``(G, R, c, scale)``. A step costs
     $O(p^2o + pdo)$, not $O(mpd)$: the same loss, the same gradients up to rounding."""
 
-    evaluation: Evaluation
+    evaluation: Any
 
     def __call__(self, tr, batch, args):
         G, R, c, scale = batch
@@ -261,7 +261,7 @@ def _probe_parts(track, parts, xs):
 def _check_shapes(q, tr, frozen, x_first, ys, py):
     """The model applies to one input; targets and probe targets have its output shape. Returns the output shape."""
     try:
-        out = jax.eval_shape(lambda t, x: Evaluation(q.apply, "model")(t, {"frozen": frozen}, (x, None, None)),
+        out = jax.eval_shape(lambda t, x: jax.vmap(lambda x: q.apply(eqx.combine(t, frozen), x))(x),
                              tr, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], x_first))
     except Exception as err:  # noqa: BLE001  (the user's model refuses one input: say which, with the shapes)
         raise invalid("data", f"hold inputs {q.name} accepts", f"inputs of shape "
@@ -337,11 +337,9 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
     if sample is not None and q.form not in ("matrix-free", "auto"):
         raise invalid("form", "be 'matrix-free' with a sampling function `data`: a fast form's parts are computed "
                               "once per sample", repr(q.form))
-    parts, evaluation, form_gap = (q.parts(one, sets, key=key) if sets else
-                                   ([(None, None)], Evaluation(q.apply, "matrix-free", packing=packing), None))
+    parts, evaluation, form_gap = q.parts(one, sets, key=key)
     probe, py = _probe_parts(track, parts, xs) if track.probe is not None else (None, None)
-    chk = q.check(one, x_first)
-    require_hypotheses(chk, q.name)
+    chk = q.check(one, x_first, require=True)
     (fit_m, data_m), (fit_q, data_q) = _fits(evaluation, loss, xs, ys, *parts[0], batches)
     args = {"frozen": frozen, "py": py, "train": data_m, "probe": probe}
     W0 = params if batched else tr
@@ -367,8 +365,8 @@ def _comparison(runs, track, batched, frozen, extra) -> Comparison:
     on = track.agreement.on or ("outputs" if "outputs" in track.quantities else track.quantities[0])
     T = len(runs["module"].steps)
     nb = 1 if batched else 0
-    gap, window = track.agreement.window(runs["module"].steps, rm[on], np.asarray(rq[on])[(slice(None),) * nb + (slice(0, T),)],
-                                         time_axis=nb)
+    first_T = np.asarray(rq[on])[(slice(None),) * nb + (slice(0, T),)]  # the NQF's records on the model's steps
+    gap, window = track.agreement.window(runs["module"].steps, rm[on], first_T, time_axis=nb)
     final = {k: runs[k].params if batched else eqx.combine(runs[k].params, frozen) for k in runs}
     return Comparison(runs["module"].steps, rm, rq, {k: runs[k].batch_loss for k in runs}, gap, window,
                       float(track.agreement.threshold), on, final, *extra)

@@ -235,7 +235,8 @@ class Runs(eqx.Module):
     def __check_init__(self):
         check_option("on_divergence", self.on_divergence, ("warn", "raise", "ignore"))
         v = self.vmap
-        if not (v is None or isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v))):
+        names = v is None or isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v))
+        if not names:
             raise wrong_kind("vmap", f"be a tuple of names among {LANES} (or one name; () for one run)",
                              f"{type(v).__name__} {v!r:.60}")
         for name in (() if v is None else (v,) if isinstance(v, str) else v):
