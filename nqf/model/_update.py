@@ -23,10 +23,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
-def moment_update(M, mu, N, K, nu, v, H, eta, d, beta, wd):
+def moment_update(moments, v, H, eta, d, beta, wd):
     """One step of the moments ``(M, mu, N, K, nu)`` given the gradient terms ``v``, ``H`` (module
     docstring). Traceable in every number; returns the new ``(M, mu, N, K, nu)``. No
     symmetrisation: the map is the literal recursion, so its Jacobian is that of Eqs. (23)-(24)."""
+    M, mu, N, K, nu = moments
     Hl = H + wd * jnp.eye(M.shape[0], dtype=M.dtype)
     vmu = jnp.outer(v, mu)
     GG = d * jnp.outer(v, v) + vmu @ Hl + Hl @ vmu.T + Hl @ M @ Hl

@@ -24,7 +24,7 @@ from ..model._update import moment_update
 def _layer_update(M, mu, G, v, eta, d):
     """Eqs. (222)-(225) for one layer: the update of Thm 2 with this layer's $v$ and $H = G + G^\top$."""
     z = jnp.zeros_like(M)
-    M1, mu1, *_ = moment_update(M, mu, z, z, jnp.zeros_like(mu), v, G + G.T, eta, d, 0.0, 0.0)
+    M1, mu1, *_ = moment_update((M, mu, z, z, jnp.zeros_like(mu)), v, G + G.T, eta, d, 0.0, 0.0)
     return M1, mu1
 
 

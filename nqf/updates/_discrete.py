@@ -135,7 +135,7 @@ def _update(state: SGDState, batch: NQFData, eta, d, beta, wd) -> SGDState:
     ``batch``: $v$, $H$ of the NQF (Eq. 20), then :func:`nqf.model._update.moment_update`.
     Traceable in every number, so one compilation serves all learning rates, widths and options."""
     v, H = _v_and_H(state.M, state.mu, batch)
-    return SGDState(*moment_update(*state, v, H, eta, d, beta, wd))
+    return SGDState(*moment_update(tuple(state), v, H, eta, d, beta, wd))
 
 
 def nqf_sgd_step(state, batch: NQFData, *, eta: float, d: int, momentum: float = 0.0,
