@@ -21,8 +21,6 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-
-
 def check_ndim(name: str, x, ndim: int, meaning: str = "") -> None:
     """Raise unless ``x`` has ``ndim`` dimensions."""
     shape = np.shape(x)

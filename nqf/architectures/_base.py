@@ -15,8 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 from .._checks import check_callable, check_finite, check_shape, check_size, invalid, wrong_kind
-from .._types import ArrayLike
-from .._types import Input
+from .._types import ArrayLike, Input
 
 
 class Architecture(eqx.Module):

@@ -22,8 +22,8 @@ from .._random import normal
 from .._types import ArrayLike
 from ._attention import multihead_attention
 from ._attention_rows import single_head_attention_logits
-from ._base import Architecture, _check_sizes, _zero_slope, check_activation, check_input, check_weights
-from ._base import feedforward_structure
+from ._base import (Architecture, _check_sizes, _zero_slope, check_activation, check_input, check_weights,
+    feedforward_structure)
 from ._modules import two_layer_mlp
 
 

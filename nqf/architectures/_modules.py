@@ -11,12 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_size as _int  # TypeError for 2.5, "4", True; ValueError for 0, -1
-from .._checks import invalid
+from .._checks import check_size as _int, invalid
 from .._random import normal
 from .._types import ArrayLike
-from ._base import Architecture, _check_outputs, _readout, _readout_blocks, _zero_slope, check_activation
-from ._base import check_input, check_weights, feedforward_structure, require_function
+from ._base import (Architecture, _check_outputs, _readout, _readout_blocks, _zero_slope, check_activation,
+    check_input, check_weights, feedforward_structure, require_function)
 
 
 class TwoLayerMLP(Architecture):

@@ -17,10 +17,10 @@ from .._types import ArrayLike
 from ._attention import multihead_attention, qk_attention
 from ._attention_rows import single_head_attention_logits, tied_qk_attention
 from ._base import Architecture
-from ._modules import cnn, diagonal_linear_network, mixture_of_experts, phase_retrieval, quadratic_network
-from ._modules import two_layer_mlp
-from ._quadratic_rows import bilinear_sequence_regression, linear_ssl_augmentation, matrix_completion
-from ._quadratic_rows import psd_matrix_sensing, rectangular_matrix_sensing, word_context_embedding
+from ._modules import (cnn, diagonal_linear_network, mixture_of_experts, phase_retrieval, quadratic_network,
+    two_layer_mlp)
+from ._quadratic_rows import (bilinear_sequence_regression, linear_ssl_augmentation, matrix_completion,
+    psd_matrix_sensing, rectangular_matrix_sensing, word_context_embedding)
 
 
 def to_nqf_weights(W_paper: Float[ArrayLike, "a b"], neurons: str) -> Float[Array, "p d"]:

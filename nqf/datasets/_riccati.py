@@ -19,7 +19,6 @@ from ..model._data import NQFData
 from ._solvable import random_orthogonal
 
 
-
 def _sym_basis(p: int) -> np.ndarray:
     """Frobenius-orthonormal basis of symmetric p x p matrices, shape (p(p+1)/2, p, p)."""
     out = []

@@ -19,8 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
-from .._checks import check_size as _positive_int
-from .._checks import invalid, wrong_kind
+from .._checks import check_size as _positive_int, invalid, wrong_kind
 from .._types import ArrayLike
 from ..architectures import fourier_features
 from ..model._data import NQFData

@@ -43,20 +43,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._checks import check_finite
-from .._checks import check_int
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_psd
-from .._checks import require_x64
+from .._checks import (check_finite, check_int, check_ndim, check_positive, check_psd, require_x64, invalid,
+    wrong_kind, failed)
 from .._types import ArrayLike
 from ..model._data import NQFData
 from ..model._model import check_order_parameter
 from . import _export
-from ._sharding import check_mesh
-from ._sharding import sharded_vmap
-from .._checks import invalid, wrong_kind
-from .._checks import failed
+from ._sharding import check_mesh, sharded_vmap
 
 SOLVERS = {"dopri8": diffrax.Dopri8, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
 TIMES = ("auto", "linear", "log")

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import is_concrete, check_finite, check_shape, check_square_stack, check_symmetric, check_index_traced
-from .._checks import as_real_array, invalid, wrong_kind
+from .._checks import (is_concrete, check_finite, check_shape, check_square_stack, check_symmetric,
+    check_index_traced, as_real_array, invalid, wrong_kind)
 
 _SYMMETRY_RTOL = 1e-10  # check_symmetric's default: max |A - A^T| <= 1e-10 max |A|
 _BLOCK_BYTES = 1 << 21  # one block of the fused pass (measured: 2 MB blocks are the fastest here)

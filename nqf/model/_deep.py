@@ -61,7 +61,6 @@ def check_forms(forms, stats) -> None:
         raise invalid("forms", f"have one entry per layer of the order parameters ({len(stats)})", f"{len(forms)} layers")
 
 
-
 def deep_nqf_output(stats: Stats, forms: tuple[Callable, ...], x) -> Array:
     r"""$f(x) = h^{(L)}(x)$ of the deep NQF (Def. 2, Eq. 219) from the per-layer order parameters."""
     h = x

@@ -22,7 +22,6 @@ from .._types import ArrayLike, Matrix
 from ._data import NQFData, require_data
 
 
-
 def check_dataset(As, ys=None) -> tuple[int, int]:
     """Validate a stack of structure matrices (and targets); return ``(m, p)``."""
     m, p = check_square_stack("As", As)

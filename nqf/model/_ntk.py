@@ -29,7 +29,6 @@ from ._data import NQFData, require_data
 from ._model import check_order_parameter
 
 
-
 def _check_width(d) -> int:
     return check_size("d", d)
 

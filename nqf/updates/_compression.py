@@ -42,8 +42,8 @@ from jaxtyping import Array, Float, Int
 from .._checks import check_ndim, check_positive, check_shape, check_size, invalid
 from .._types import ArrayLike
 from ..model._data import NQFData, require_data
-from ._discrete import _as_state, _check_batches, _check_options, _trajectory, _update, sgd_state
-from ._discrete import weights_from_statistics
+from ._discrete import (_as_state, _check_batches, _check_options, _trajectory, _update, sgd_state,
+    weights_from_statistics)
 
 
 def structure_span(data: NQFData, *, rtol: float = 1e-10) -> tuple[Float[Array, "p k"], int]:

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from .._checks import check_finite, check_index_traced, check_ndim, check_positive, check_real, check_shape
-from .._checks import check_size, invalid, is_concrete, wrong_kind
+from .._checks import (check_finite, check_index_traced, check_ndim, check_positive, check_real, check_shape,
+    check_size, invalid, is_concrete, wrong_kind)
 from .._types import ArrayLike, Matrix, Weights
 from ..model._data import NQFData, require_data
 from ..model._model import check_order_parameter, outputs
@@ -74,7 +74,6 @@ def sgd_state(M: Matrix, mu: Float[ArrayLike, " p"]) -> SGDState:
     mu = jnp.asarray(mu, dtype=float)
     z = jnp.zeros_like(M)
     return SGDState(M, mu, z, z, jnp.zeros_like(mu))
-
 
 
 def _as_state(state, p: int) -> SGDState:
