@@ -26,18 +26,13 @@ def check_ndim(name: str, x, ndim: int, meaning: str = "") -> None:
     shape = np.shape(x)
     if len(shape) != ndim:
         what = f" ({meaning})" if meaning else ""
-        raise ValueError(
-            f"`{name}` must have {ndim} dimension(s){what}; got shape {shape}."
-        )
+        raise ValueError(f"`{name}` must have {ndim} dimension(s){what}; got shape {shape}.")
 
 
 def check_shape(name: str, x, expected: Sequence[int | None], meaning: str = "") -> None:
     """Raise unless ``x.shape`` matches ``expected`` (``None`` = any size)."""
     shape = tuple(np.shape(x))
-    ok = len(shape) == len(expected) and all(
-        e is None or s == e for s, e in zip(shape, expected)
-    )
-    if not ok:
+    if not (len(shape) == len(expected) and all(e is None or s == e for s, e in zip(shape, expected))):
         exp = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
         what = f" ({meaning})" if meaning else ""
         raise ValueError(f"`{name}` must have shape {exp}{what}; got shape {shape}.")
@@ -49,19 +44,15 @@ def check_finite(name: str, x) -> None:
         arr = np.asarray(x)
         if not np.all(np.isfinite(arr)):
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-            raise ValueError(
-                f"`{name}` must be finite; got {bad} NaN/inf entr{'y' if bad == 1 else 'ies'} "
-                f"in an array of shape {arr.shape}."
-            )
+            raise ValueError(f"`{name}` must be finite; got {bad} NaN/inf entr{'y' if bad == 1 else 'ies'} "
+                             f"in an array of shape {arr.shape}.")
 
 
 def check_square_stack(name: str, x) -> tuple[int, int]:
     """Check a stack of square matrices of shape ``(m, p, p)``; return ``(m, p)``."""
     shape = np.shape(x)
     if len(shape) != 3 or shape[1] != shape[2]:
-        raise ValueError(
-            f"`{name}` must be a stack of square matrices with shape (m, p, p); got shape {shape}."
-        )
+        raise ValueError(f"`{name}` must be a stack of square matrices with shape (m, p, p); got shape {shape}.")
     return shape[0], shape[1]
 
 
@@ -75,10 +66,8 @@ def check_symmetric(name: str, x, rtol: float = 1e-10) -> None:
         asym = np.max(np.abs(arr - np.swapaxes(arr, -1, -2))) if arr.size else 0.0
         scale = max(np.max(np.abs(arr)) if arr.size else 0.0, 1e-300)
         if asym > rtol * scale:
-            raise ValueError(
-                f"`{name}` must be symmetric (A = A^T); got max |A - A^T| = {asym:.3g} "
-                f"(relative {asym / scale:.3g}, tolerance {rtol:g})."
-            )
+            raise ValueError(f"`{name}` must be symmetric (A = A^T); got max |A - A^T| = {asym:.3g} "
+                             f"(relative {asym / scale:.3g}, tolerance {rtol:g}).")
 
 
 def check_psd(name: str, x, rtol: float = 1e-10) -> None:
@@ -89,10 +78,8 @@ def check_psd(name: str, x, rtol: float = 1e-10) -> None:
         eig = np.linalg.eigvalsh(0.5 * (arr + np.swapaxes(arr, -1, -2)))
         scale = max(np.max(np.abs(eig)) if eig.size else 0.0, 1e-300)
         if np.min(eig) < -rtol * scale:
-            raise ValueError(
-                f"`{name}` must be positive semi-definite (M = W W^T); got smallest "
-                f"eigenvalue {np.min(eig):.3g} (largest |eigenvalue| {scale:.3g})."
-            )
+            raise ValueError(f"`{name}` must be positive semi-definite (M = W W^T); got smallest "
+                             f"eigenvalue {np.min(eig):.3g} (largest |eigenvalue| {scale:.3g}).")
 
 
 def _describe(value) -> str:
@@ -160,12 +147,8 @@ def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None 
         raise TypeError(f"`{name}` must be an integer{lo}; got {type(value).__name__} {_describe(value)}.")
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        if maximum is None:
-            want = f">= {minimum}"
-        elif minimum is None:
-            want = f"<= {maximum}"
-        else:
-            want = f"in [{minimum}, {maximum}]"
+        want = f">= {minimum}" if maximum is None else f"<= {maximum}" if minimum is None else \
+            f"in [{minimum}, {maximum}]"
         raise ValueError(f"`{name}` must be an integer {want}; got {value}.")
     return value
 
@@ -286,8 +269,7 @@ def check_optimizer(name: str, opt) -> None:
 def check_real_output(name: str, out) -> None:
     """The output of a user's module/function: a real floating-point array (not int, bool, complex)."""
     dtype = getattr(out, "dtype", None)
-    if dtype is None:
-        dtype = np.asarray(out).dtype
+    dtype = np.asarray(out).dtype if dtype is None else dtype
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"`{name}` must return real floating-point values; it returned dtype {dtype} "
                         "(cast integer outputs to float; complex outputs are not supported).")
@@ -296,10 +278,8 @@ def check_real_output(name: str, out) -> None:
 def require_x64(what: str) -> None:
     """Raise unless JAX runs in float64 (the book's tolerances need it)."""
     if not jax.config.jax_enable_x64:
-        raise RuntimeError(
-            f"{what} needs float64: call `jax.config.update('jax_enable_x64', True)` "
-            "(or set JAX_ENABLE_X64=1) before creating arrays."
-        )
+        raise RuntimeError(f"{what} needs float64: call `jax.config.update('jax_enable_x64', True)` "
+                           "(or set JAX_ENABLE_X64=1) before creating arrays.")
 
 
 def as_real_array(name: str, x, dtype=float):

@@ -1,10 +1,6 @@
-r"""The one least-squares line of nqf, on the ground floor beside ``_checks``.
-
-Every fitted order of a remainder (Theorem 1, Eq. 2), power-law exponent (chapter 7's windows, the
-predicted effective exponent of Eqs. 289-292) and straight-line extrapolation (switch-on times to the
-singular limit) is :func:`fit_line`; the log-log slopes are :func:`loglog_slope`, whose ``keep`` names
-the points that carry order information (by default the positive ones; the remainder fits keep those
-above round-off).
+r"""The one least-squares line of nqf (:func:`fit_line`), and log-log slopes (:func:`loglog_slope`, whose
+``keep`` names the points that carry order information): remainder orders (Theorem 1, Eq. 2), power-law
+exponents (Eqs. 289-292), extrapolations of switch-on times.
 """
 
 from __future__ import annotations

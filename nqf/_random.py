@@ -1,14 +1,10 @@
-"""Eager Gaussian draws that compile once per power-of-two size, with ``jax.random.normal``'s numbers.
+r"""Eager Gaussian draws that compile once per power-of-two size, with ``jax.random.normal``'s numbers.
 
-``jax.random.normal(key, shape)`` called outside ``jit`` compiles one program per shape (about 0.3 s
-each on 2 cores, the threefry hash and the inverse error function): a chapter that draws inputs of
-twenty architectures pays twenty compilations. Under JAX's default partitionable threefry
-(``jax_threefry_partitionable``, on since JAX 0.5) the value at flat index ``i`` depends only on the
-key and ``i``, not on the shape, so the first ``prod(shape)`` values of a draw of any larger size,
-reshaped, are the draw itself, bit for bit (``tests/test_random.py``). :func:`normal` draws the next
-power of two and keeps that prefix: one program per size class, which JAX's persistent cache then
-shares with every later process. Anywhere the property is not guaranteed (another PRNG
-implementation, the non-partitionable threefry, a traced key or shape) it is ``jax.random.normal``.
+Under JAX's partitionable threefry (``jax_threefry_partitionable``, the default since JAX 0.5) the value at flat
+index ``i`` depends only on the key and ``i``, so the first ``prod(shape)`` values of a larger draw, reshaped,
+are the draw itself, bit for bit: :func:`normal` draws the next power of two and keeps that prefix (one
+program per size class instead of one per shape). Where that is not guaranteed (another PRNG, a traced key or
+shape) it is ``jax.random.normal``.
 """
 
 from __future__ import annotations

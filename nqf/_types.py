@@ -1,8 +1,5 @@
-"""Shared array-shape aliases (jaxtyping) used across :mod:`nqf`.
-
-Dimension names follow the paper's conventions:
-``p`` parameters per neuron, ``d`` neurons (width), ``m`` samples,
-``o`` outputs (vector-valued modules, App. B.2), ``T`` saved times.
+r"""Shared array-shape aliases (jaxtyping): ``p`` parameters per neuron, ``d`` neurons (width), ``m``
+samples, ``o`` outputs (App. B.2), ``T`` saved times.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-r"""Attention modules (Props. 2 and 3) as :class:`~nqf.architectures.Architecture` objects.
-
-The input of both modules is the pair ``x = (q, X)``: a query token
-$q \in \mathbb R^D$ (the paper's $x$) and a context $X \in \mathbb R^{D\times N}$.
-Weight matrices inside one head are vectorised **column-major**,
-$\mathrm{vec}(M) = [M_{:,1}; M_{:,2}; \dots]$, which is the convention under
-which the paper's Kronecker identities $\mathrm{vec}(ABC) = (C^\top\otimes A)\mathrm{vec}(B)$
-(App. A.5, Eq. 74; App. A.6, Eq. 81) give Eqs. (8) and (10) verbatim.
+r"""Attention modules (Props. 2 and 3). The input is ``x = (q, X)``: a query $q \in \mathbb R^D$ (the paper's
+$x$) and a context $X \in \mathbb R^{D\times N}$. Matrices inside a head are vectorised **column-major**, under
+which the Kronecker identities of App. A.5-A.6 (Eqs. 74, 81) give Eqs. (8) and (10) verbatim.
 """
 
 from __future__ import annotations

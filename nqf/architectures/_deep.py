@@ -1,10 +1,5 @@
-r"""Deep modules as stacks of NQF blocks (App. B.4, Def. 2; Fig. 8).
-
-Block $l$ is a sum over interchangeable neurons with weights $W^{(l)}\in\mathbb R^{p_l\times d_l}$ mapping
-$h^{(l-1)}$ ($h^{(0)} = x$) to $h^{(l)}$; Theorem 1 block by block gives the **deep NQF** (Def. 2, Eq. 219)
-$h^{(l)}_k = \mathrm{Tr}[M^{(l)} A^{(l)}_k(h^{(l-1)})]$, $M^{(l)} = W^{(l)}W^{(l)\top}$ (ZGZ holds here, so
-$C_k = g_k = B_k = 0$). A :class:`DeepArchitecture` carries each block's closed form from the order
-parameters, the dense $A^{(l)}_k$, and the 1-layer NQF of Fig. 8.
+r"""Deep modules as stacks of NQF blocks (App. B.4, Def. 2; Fig. 8): Theorem 1 block by block gives the
+deep NQF $h^{(l)}_k = \mathrm{Tr}[M^{(l)} A^{(l)}_k(h^{(l-1)})]$ (Eq. 219; ZGZ holds, so $C_k = g_k = B_k = 0$).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-r"""Permutation-symmetric ZGZ modules that are *not* plain sums over neurons (Theorem 1's hypotheses at work).
-
-For $\sum_i \phi(w_i)$ every cross derivative is zero whatever the theorem says. These modules couple their
-neurons *inside* the computation, so the cross blocks of the Hessian at $W = 0$ (Eq. 54) vanish only because
-ZGZ holds (Property 1: $\partial_{w_i} f = 0$ whenever $w_i = 0$), and the diagonal blocks are equal (Eq. 56)
-by permutation symmetry. Each has a closed-form $A(x)$ by the chain rule:
-
-* an output nonlinearity around the sum, $g(\sum_i a_i\phi(u_i^\top x))$ (remainder order 3);
-* a layer normalised over its neurons, $\sum_i a_i\tanh(h_i/\sqrt{\delta + \|h\|^2})$, $h = U^\top x$ (order 4);
-* a gate shared by all neurons, $\sigma(\sum_i (r_i^\top x)^2)\sum_i a_i\tanh(u_i^\top x)$ (order 4).
+r"""Permutation-symmetric ZGZ modules that couple their neurons *inside* the computation, so the cross
+blocks of the Hessian at $W = 0$ (Eq. 54) vanish only because ZGZ holds (Property 1) and the diagonal blocks
+are equal (Eq. 56) by symmetry: an output nonlinearity around the sum (remainder order 3), a layer normalised
+over its neurons and a gate shared by all neurons (order 4).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-r"""Odd-vs-even handwritten digits for Fig. 7 (App. C): scikit-learn's bundled 8x8 digits, or MNIST from
-local IDX files.
-
-The paper trains on 4000 MNIST images (odd vs even, MSE loss). MNIST cannot be downloaded on the book's
-machines, so the default is the 1797 8x8 images that ship inside scikit-learn (no network);
-:func:`mnist_odd_even` reads the four standard IDX files (each possibly gzipped) from a directory the user
-passes, and raises ``ValueError`` naming the file and what is wrong with it. Targets: $y = +1$ for an odd
-digit, $-1$ for an even one; a prediction is correct when $\operatorname{sign} f(x) = y$.
+r"""Odd-vs-even handwritten digits for Fig. 7 (App. C): scikit-learn's bundled 1797 8x8 digits (no
+network; the paper's 4000 MNIST images cannot be downloaded on the book's machines), or MNIST from the four
+standard IDX files (each possibly gzipped) in a directory the user passes. Targets: $y = +1$ for an odd
+digit, $-1$ for an even one.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-r"""General NQF data (Eq. 20, ZGZ not assumed) from a module's own expansion at $W = 0$.
-
-For a module $f_x(W)$ of $d$ interchangeable neurons, :func:`nqf.structure.structure_report`
-measures by autodiff the terms of the general form (App. B.1)
-
-$$ f_x(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)] + O(\|W\|^3), $$
-
-and :func:`teacher_dataset` stacks them over random inputs into one
-:class:`~nqf.model.NQFData`, with targets from a teacher NQF of a few neurons
-(Sec. 4, the setting of Thms 2-3, Cor. 2-3, Prop. 8).
+r"""General NQF data (Eq. 20, ZGZ not assumed) from a module's own expansion at $W = 0$, measured by
+:func:`nqf.structure.structure_report` (App. B.1), with targets from a teacher NQF of a few neurons (Sec. 4).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-r"""Datasets for the isotropic case (Thm 7, Assumption 2) and the deep linear network (Eq. 288).
-
-:func:`isotropic_dataset` builds samples with $\frac1m\sum_\mu A_{ij}A_{kl} = \frac c2(\delta_{ik}
-\delta_{jl}+\delta_{il}\delta_{jk})$; :func:`linear_network_dataset` the whitened-input regression of
-Saxe et al. (2014) written as an NQF, with its balanced initialisation and mode strengths. The Riccati
-and projector solutions live in :mod:`nqf.solutions`.
+r"""Datasets for the isotropic case (Thm 7, Assumption 2:
+$\frac1m\sum_\mu A_{ij}A_{kl} = \frac c2(\delta_{ik}\delta_{jl}+\delta_{il}\delta_{jk})$) and the deep linear network
+of Saxe et al. (2014) as an NQF (Eq. 288). The Riccati and projector solutions live in :mod:`nqf.solutions`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-r"""Datasets that satisfy (or break) the assumptions of the solvable cases (Sec. 5).
-
-Commuting structure matrices (Assumption 1), proportional samples (Thm 4), orthogonal samples (Thm 5, and
-Fig. 4's data of Sec. 6) and orthogonal features (Thm 6, the Fig. 3 construction), each a :class:`SolvableData`
-with its eigenbasis; and the perturbations that break each assumption (chapter 4). The closed forms live in
-:mod:`nqf.solutions`.
+r"""Datasets that satisfy (or break: chapter 4) the assumptions of the solvable cases (Sec. 5):
+commuting structure matrices (Assumption 1), proportional samples (Thm 4), orthogonal samples (Thm 5, Fig. 4)
+and orthogonal features (Thm 6, Fig. 3), each with its eigenbasis. The closed forms live in :mod:`nqf.solutions`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 r"""Exported flows on disk: the first call of a new process skips tracing diffrax's solve.
 
-With JAX's persistent cache warm, a new process still traces and lowers the flow (about 0.85 s of a
-0.9-1.3 s first call at $m = 4096$, $p = 8$, issue 21). :func:`call` stores the lowered program as a
-``jax.export`` serialization (StableHLO; needs ``flatbuffers``) in ``<jax cache dir>/nqf-export``; a later
-process deserializes and calls it, its executable still from JAX's cache. (A serialized executable would save
-more, but with jaxlib 0.10.2 on CPU one handed back by JAX's cache fails to run after loading.) No cache folder,
-or ``NQF_EXPORT_CACHE=0``: nothing is stored.
-
-**Keys.** A file serves only the call that wrote it: SHA-256 of the function's name, static options, every
-input's shape, dtype and weak type, the input tree, the versions of Python, jax, jaxlib, diffrax, equinox,
-flatbuffers and nqf, the SHA-256 of nqf's sources, the backend, the JAX options that change tracing and
-equinox's error mode; the file repeats the key and a checksum of its payload. A missing, stale, damaged or
-mismatched file is never called: the function is exported afresh (rewritten atomically); if export fails the
-caller's normal path runs. Results are bitwise those of the normal path (``tests/test_flow_export.py``).
+:func:`call` stores the lowered program as a ``jax.export`` serialization (StableHLO; needs ``flatbuffers``) in
+``<jax cache dir>/nqf-export``; a later process deserializes and calls it, its executable still from JAX's
+cache. No cache folder, or ``NQF_EXPORT_CACHE=0``: nothing is stored. A file serves only the call that wrote it:
+its key hashes the function's name, static options, every input's shape, dtype and weak type, the input tree,
+the versions of Python, jax, jaxlib, diffrax, equinox, flatbuffers and nqf, nqf's sources, the backend, the JAX
+options that change tracing and equinox's error mode; the file repeats the key and a checksum of its payload.
+A missing, stale, damaged or mismatched file is never called: the function is exported afresh (rewritten
+atomically); if export fails the caller's normal path runs. Results are bitwise those of the normal path.
 """
 
 from __future__ import annotations

@@ -1,33 +1,21 @@
-r"""The one ODE entry point of :mod:`nqf` and the gradient flow on $M$ (Eq. 28).
+r"""The one ODE entry point of :mod:`nqf` (:func:`integrate`, the only ``diffrax.diffeqsolve``) and the
+gradient flow on $M$ (Eq. 28).
 
-Every continuous-time solve of the package goes through :func:`integrate` (the only call of
-``diffrax.diffeqsolve``), configured by one :class:`ODEOptions`: :func:`solve_ode` (any vector field),
-:func:`gradient_flow` (Eq. 28, one initial condition or a batch), :func:`nqf.solutions.lv_flow` (Eq. 32),
-the singular-limit sweep, the $\xi$ flow of Eq. (133) and :func:`nqf.solutions.sample_wise_loss`.
+**Compiled once per shape.** Vector fields are module-level functions and the data travel through ``args``;
+the field, solver and step budget are static, everything else traced: new data of the same shapes, or a new
+``rtol``, compiles nothing. With JAX's persistent cache on, :func:`gradient_flow` also stores its program as a
+``jax.export`` serialization (:mod:`nqf.flow._export`). Both caches need a program without host callbacks
+(equinox's ``EQX_ON_ERROR=nan`` or ``off``; nqf never changes that mode).
 
-**Compiled once per shape.** Vector fields are module-level functions and the data travel through
-``args``; the vector field, solver and step budget are static, everything else (data, initial condition,
-save times, tolerances) traced: new data of the same shapes, or a new ``rtol``, compiles nothing
-(``tests/test_flow.py``). With JAX's persistent cache on, :func:`gradient_flow` also stores its program
-as a ``jax.export`` serialization (:mod:`nqf.flow._export`): a new process skips tracing diffrax's solve.
-Both caches need a program without host callbacks, i.e. equinox's documented switch
-``EQX_ON_ERROR=nan`` (or ``off``); nqf never changes that mode (the book sets it; under equinox's
-default, first call at $m = 256$, $p = 8$: 1.2 s against 0.20 s).
+**Sufficient statistics or samples.** Under ZGZ, $H$ (Eq. 27) is affine in $M$. With $u(S)$ the packed upper
+triangle of a symmetric $S$ ($u_{ij} = \sqrt2S_{ij}$ off the diagonal, so $\mathrm{Tr}[SA] = u(S)\cdot u(A)$) and
+$U$ the rows $u(A_\mu)$: the sample path evaluates $u(H) = \frac4mU^\top(Uu(M) - r)$, $r = y - f_0$ ($2mk$ per
+evaluation, $k = p(p+1)/2$); the statistics path forms $G = U^\top U$, $c = U^\top r$ once and evaluates
+$u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the cheaper by a cost model.
 
-**Sufficient statistics or samples.** Under ZGZ, $H$ (Eq. 27) is affine in $M$. With $u(S)$ the packed
-upper triangle of a symmetric $S$ ($u_{ij} = \sqrt2S_{ij}$ off the diagonal, so $\mathrm{Tr}[SA] = u(S)\cdot
-u(A)$) and $U$ the rows $u(A_\mu)$: the sample path evaluates $u(H) = \frac4mU^\top(Uu(M) - r)$,
-$r = y - f_0$ ($2mk$ per evaluation, $k = p(p+1)/2$); the statistics path forms $G = U^\top U$,
-$c = U^\top r$ once and evaluates $u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the
-cheaper by a cost model measured on a 2-core CPU (:func:`_use_statistics`); both give the same flow.
-
-**The solver.** ``solver="auto"`` is Tsit5 at every tolerance (issue 21): at equal error Dopri8 costs what
-Tsit5 costs, and at equal ``rtol`` it spends its tolerance where Tsit5 over-delivers (logistic flow of
-Thm 6 at ``rtol = 1e-10``: Tsit5 within 7e-10 of the closed form, Dopri8 within 9e-8).
-
-**Log time.** ``time="log"`` integrates in $s = \ln(1 + (t - t_0)/t_s)$, $t_s$ the first save interval
-(``"auto"``: when the save times span more than three decades); it pays on long plateaus, not on
-exponential growth.
+``solver="auto"`` is Tsit5 at every tolerance (at equal error Dopri8 costs as much). ``time="log"`` integrates in
+$s = \ln(1 + (t - t_0)/t_s)$, $t_s$ the first save interval (``"auto"``: when the save times span more than three
+decades); it pays on long plateaus.
 """
 
 from __future__ import annotations
@@ -348,15 +336,9 @@ def _prepare(data: NQFData, statistics: bool):
     return _flow_field_samples, (U, data.ys - data.f0, scale)
 
 
-# The cost model of `statistics=None`, in multiply-adds: a solve takes about _EVALS right-hand-side
-# evaluations; one evaluation costs 2mk on the sample path and k^2 on the statistics path, which first
-# forms G = U^T U (mk^2 in a matrix product, about _GEMM_SPEEDUP times faster per multiply-add than the
-# matrix-vector products of the steps). Shared data are prepared once for all n lanes. The constants are
-# fitted, not derived: the default Tsit5 takes 700-1400 evaluations at rtol 1e-10 on the benchmark's
-# problems, but the cache-resident statistics matvec is cheaper per multiply-add than the streaming sample
-# one; with these values the choice agrees with the faster path measured side by side (default call,
-# rtol 1e-10, 51 save times on [0, 5], issue 21): at p = 32 samples to m = 256 (23 vs 28 ms), statistics
-# from m = 384 (100 vs 114 ms); at p = 8 samples at m = 16, statistics from m = 32 (a tie) and beyond.
+# The cost model of `statistics=None`, in multiply-adds: about _EVALS evaluations per solve, 2mk each from the
+# samples, k^2 from the statistics after forming G = U^T U (mk^2, _GEMM_SPEEDUP times cheaper per multiply-add);
+# shared data are prepared once for all lanes. Fitted to the faster path measured side by side at p = 8 and 32.
 _EVALS = 300
 _GEMM_SPEEDUP = 3.0
 

@@ -1,17 +1,6 @@
-r"""The data of an NQF as one validated pytree.
-
-A dataset of $m$ samples is the stack of structure matrices $A(x_\mu)$, the targets
-$y_\mu$ and, where the ZGZ condition fails (Eq. 20), the linear terms $g(x_\mu)$, the
-quadratic terms in $\mu$, $B(x_\mu)$, and the offsets $f_{x_\mu}(0)$:
-
-$$ f_{x}(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)]. $$
-
-:class:`NQFData` checks shapes, finiteness and symmetry **once**, when it is built;
-every function that takes it trusts it. The checks cost one pass over the data: a NumPy input is
-copied block by block into a fresh aligned buffer that the JAX array then owns (no second copy),
-and each block's extremes and asymmetry are taken while it is in cache. It is an ``equinox.Module`` (a pytree), so it
-passes through ``jit``/``vmap``/``diffeqsolve(args=...)`` as data: a new dataset of
-the same shape reuses every compiled function.
+r"""The data of an NQF, $f_x(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)]$ (Eq. 20), as one
+pytree validated once, when it is built, in one pass over the data (a NumPy input is copied block by block
+into an aligned buffer the JAX array then owns; each block's extremes and asymmetry are taken in cache).
 """
 
 from __future__ import annotations

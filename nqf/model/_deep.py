@@ -1,29 +1,12 @@
 r"""The deep NQF on its per-layer order parameters (App. B.4: Def. 2, Theorems 14 and 15).
 
-An $L$-layer NQF (Def. 2, Eq. 219) is a chain of representations $h^{(0)} = x$,
-
-$$ h^{(l)}_k = C^{(l)}_k + g^{(l)\top}_k\mu^{(l)} + \mu^{(l)\top}B^{(l)}_k\mu^{(l)} + \mathrm{Tr}\big[M^{(l)}A^{(l)}_k\big], $$
-
-whose coefficients depend on $h^{(l-1)}$ only; $f = h^{(L)}$. Here a layer is given by
-its *form*, a function ``form(M, mu, h_prev) -> h`` (for instance the ``forms`` of a
-:class:`nqf.architectures.DeepArchitecture`), so that everything below is written on the
-order parameters $(M^{(l)}, \mu^{(l)})$ alone.
-
-Theorem 14 (Eqs. 222-225): under SGD on the weights of every layer,
-
-$$ \Delta\mu^{(l)} = -\eta(d_l v^{(l)} + H^{(l)}\mu^{(l)}),\quad
-   \Delta M^{(l)} = -\eta(v^{(l)}\mu^{(l)\top} + \mu^{(l)}v^{(l)\top} + H^{(l)}M^{(l)} + M^{(l)}H^{(l)})
-   + \eta^2(d_l v^{(l)}v^{(l)\top} + v^{(l)}\mu^{(l)\top}H^{(l)} + H^{(l)}\mu^{(l)}v^{(l)\top} + H^{(l)}M^{(l)}H^{(l)}), $$
-
-with $v^{(l)} = \sum_x\sum_k \partial\mathcal L/\partial h^{(l)}_k\,(g_k + 2B_k\mu)$ and
-$H^{(l)} = \sum_x\sum_k 2\,\partial\mathcal L/\partial h^{(l)}_k A_k$. Both are gradients
-of the loss written on the order parameters: $v^{(l)} = \partial\mathcal L/\partial\mu^{(l)}$
-and $H^{(l)} = G + G^\top$ with $G = \partial\mathcal L/\partial M^{(l)}$ taken entry by
-entry (so $G + G^\top = 2A$ for $\mathcal L = \mathrm{Tr}[MA]$, however the form reads $M$).
-:func:`nqf.updates.deep_nqf_sgd_step` computes them by autodiff through the forms and never sees a weight.
-
-The loss is the paper's MSE averaged over the minibatch, $\frac1b\sum_x(f(x) - y)^2$
-(the same convention as :func:`nqf.updates.nqf_sgd_step`).
+An $L$-layer NQF (Def. 2, Eq. 219) chains $h^{(0)} = x$, $h^{(l)}_k = C^{(l)}_k + g^{(l)\top}_k\mu^{(l)} +
+\mu^{(l)\top}B^{(l)}_k\mu^{(l)} + \mathrm{Tr}[M^{(l)}A^{(l)}_k]$ with coefficients depending on $h^{(l-1)}$ only;
+$f = h^{(L)}$. A layer is its *form* ``form(M, mu, h_prev) -> h`` (e.g. ``DeepArchitecture.forms``), so
+everything here is written on $(M^{(l)}, \mu^{(l)})$ alone. Theorem 14 (Eqs. 222-225) is Theorem 2's update
+per layer with $v^{(l)} = \partial\mathcal L/\partial\mu^{(l)}$ and $H^{(l)} = G + G^\top$,
+$G = \partial\mathcal L/\partial M^{(l)}$ entry by entry: :func:`nqf.updates.deep_nqf_sgd` takes them by autodiff
+through the forms and never sees a weight. The loss is the paper's MSE averaged over the minibatch.
 """
 
 from __future__ import annotations
@@ -37,6 +20,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from .._types import ArrayLike
 from .._checks import invalid, wrong_kind
+from ._model import mse
 
 Stats = tuple  # ((M_1, mu_1), ..., (M_L, mu_L))
 
@@ -75,9 +59,9 @@ def deep_nqf_apply(Ws, forms: tuple[Callable, ...], x) -> Array:
 
 
 def deep_nqf_loss(stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"]) -> Array:
-    r"""The MSE $\frac1b\sum_x (f(x) - y)^2$ of the deep NQF on a batch (``xs`` with a leading batch axis)."""
-    f = jax.vmap(lambda x: deep_nqf_output(stats, forms, x))(xs)
-    return jnp.mean((f - ys) ** 2)
+    r"""The package's loss (:data:`nqf.model.mse`, Eq. 26) $\frac1b\sum_x (f(x) - y)^2$ of the deep NQF on a batch
+    (``xs`` with a leading batch axis)."""
+    return mse(jax.vmap(lambda x: deep_nqf_output(stats, forms, x))(xs), ys)
 
 
 def scale_forms(forms: tuple[Callable, ...], scales: Sequence[float]) -> tuple[Callable, ...]:

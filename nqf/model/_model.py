@@ -1,15 +1,6 @@
-r"""The neural quadratic form on its order parameters $(M, \mu)$.
-
-For a dataset of structure matrices $A(x_\mu)$ (a stack of shape ``(m, p, p)``)
-the general NQF of Eq. (20) predicts
-
-$$ f_{x}(W) = f_x(0) + g(x)^\top\mu + \mu^\top B(x)\mu + \mathrm{Tr}[M A(x)], $$
-
-with $M = W W^\top$ and $\mu = \sum_i w_i$. Every function takes the data as one
-validated :class:`~nqf.model.NQFData` (checked once, when it is built). The book's loss is the paper's
-Eq. (26), **without** the factor ½:
-$\mathcal L = \frac1m\sum_\mu (\mathrm{Tr}[M A(x_\mu)] - y_\mu)^2$, with residuals
-$\Delta_\mu$ and $H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ (Eq. 27).
+r"""The neural quadratic form on its order parameters $(M, \mu)$: outputs of Eq. (20) on an
+:class:`~nqf.model.NQFData`, and the book's loss, the paper's Eq. (26) **without** the factor ½,
+$\mathcal L = \frac1m\sum_\mu \Delta_\mu^2$, with $H = \frac4m\sum_\mu \Delta_\mu A(x_\mu)$ (Eq. 27).
 """
 
 from __future__ import annotations

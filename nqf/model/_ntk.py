@@ -1,17 +1,12 @@
 r"""The empirical neural tangent kernel of an NQF from $(M, \mu)$ (Prop. 8, App. B.6).
 
-The gradient of the general NQF (Eq. 20) is
-$\nabla_W f_x = u(x)\mathbf 1^\top + 2A(x)W$ with $u(x) = g(x) + 2B(x)\mu$
-(Eq. 247), so the kernel $\Theta(x, x') = \langle\nabla_W f_x, \nabla_W f_{x'}\rangle$ is
+With $\nabla_W f_x = u(x)\mathbf 1^\top + 2A(x)W$, $u(x) = g(x) + 2B(x)\mu$ (Eq. 247), the kernel is
 
 $$ \Theta(x, x') = d\,u(x)^\top u(x') + 2u(x)^\top A(x')\mu + 2\mu^\top A(x)u(x')
    + 4\,\mathrm{Tr}[A(x)A(x')M] \qquad\text{(Eq. 245)}, $$
 
-a function of the order parameters alone. Since $(M, \mu)$ move during
-training (Thm 2), so does the kernel: how much depends on how $g$, $A$, $B$
-scale with the width (Prop. 9). :func:`width_scaled` applies the scalings
-$g = d^{-\alpha_g}g_0$, $A = d^{-\alpha_A}A_0$, $B = d^{-\alpha_B}B_0$;
-:func:`ntk_change` measures the relative change of the kernel.
+a function of the order parameters alone; how much it moves in training depends on how $g$, $A$, $B$ scale
+with the width (Prop. 9: :func:`width_scaled`, :func:`ntk_change`).
 """
 
 from __future__ import annotations

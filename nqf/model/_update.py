@@ -14,7 +14,7 @@ $$ M' = M - \eta(WV'^\top + V'W^\top) + \eta^2K',\quad \mu' = \mu - \eta\nu',\qu
 with $GG^\top = d\,vv^\top + v\mu^\top H_\lambda + H_\lambda\mu v^\top + H_\lambda MH_\lambda$ and
 $VG^\top = \nu v^\top + N^\top H_\lambda$. At $\beta = \lambda = 0$ this is Eqs. (23)-(24)
 (Theorem 2; per layer, Theorem 14). What $v$ and $H$ are depends on the model:
-:func:`nqf.updates.nqf_sgd_step` (the NQF of Eq. 20) and :func:`nqf.updates.deep_nqf_sgd_step`
+:func:`nqf.updates.nqf_sgd` (the NQF of Eq. 20) and :func:`nqf.updates.deep_nqf_sgd`
 (each layer of a deep NQF) compute them and call this one function.
 """
 

@@ -1,34 +1,12 @@
 r"""Compression of a wide NQF to a narrow one (Thm 3, App. A.11; Cor. 3, App. B.5).
 
-By Theorem 2 the training trajectory depends on the weights only through
-$(M, \mu)$, and only through their projection on the subspace the data can see,
-
-$$ \mathcal V = \mathrm{span}\bigcup_{x\in\mathcal X}\big(\{g(x)\}\cup\mathrm{Col}A(x)\cup\mathrm{Col}B(x)\big),
-   \qquad k_{\mathcal V} = \dim\mathcal V \le p \quad\text{(Eq. 102)}. $$
-
-**Theorem 3.** With $V$ an orthonormal basis of $\mathcal V$ and any width
-$d' \ge k_{\mathcal V} + 1$, the NQF with $\tilde A = \frac{d'}{d}A$, $\tilde g = g$,
-$\tilde B = B$, learning rate $\tilde\eta = \frac{d}{d'}\eta$ and initial statistics
-
-$$ \tilde\mu(0) = VV^\top\mu(0),\qquad \tilde M(0) = \tfrac{d}{d'}\,VV^\top M(0)VV^\top \quad\text{(Eq. 103)} $$
-
-has the same outputs on the training set at every SGD step: by induction
-$\tilde\mu_t = VV^\top\mu_t$ and $\tilde M_t = \frac d{d'}VV^\top M_tVV^\top$
-(Eqs. 106–112). Weights of width $d'$ with these statistics exist because
-$\tilde M - \tilde\mu\tilde\mu^\top/d'$ has rank $\le k_{\mathcal V} \le d'-1$
-(Eqs. 104–105, :func:`nqf.updates.weights_from_statistics`).
-
-**Corollary 3.** For a smaller width $d' \le k_{\mathcal V}$ (the paper states
-$d' \le p$ and does not project), keep $\tilde\mu = \mu$ and replace
-$C = \frac d{d'}(M(0) - \mu\mu^\top/d)$ by its best rank-$(d'-1)$ approximation;
-then (Eq. 237)
-
-$$ \Big\|\tfrac{d'}{d}\tilde M_t - M_t\Big\|_F + \|\tilde\mu_t - \mu_t\|_2
-   \le \Big(\sum_{k\ge d'}\lambda_k(C)^2\Big)^{1/2} e^{\eta L t}. $$
-
-The initial error is in fact $\frac{d'}{d}$ times the prefactor (App. B.5,
-Eq. 239 drops this factor), so the bound holds with room to spare at $t=0$.
-:func:`update_lipschitz` estimates the constant $L$ along a run.
+Training sees $(M, \mu)$ only through their projection on the data subspace
+$\mathcal V = \mathrm{span}\bigcup_x(\{g(x)\}\cup\mathrm{Col}A(x)\cup\mathrm{Col}B(x))$, $k_{\mathcal V} = \dim\mathcal V$
+(Eq. 102). **Theorem 3**: at width $d' \ge k_{\mathcal V} + 1$, $\tilde A = \frac{d'}{d}A$, $\tilde\eta = \frac{d}{d'}\eta$,
+$\tilde\mu(0) = VV^\top\mu(0)$, $\tilde M(0) = \frac{d}{d'}VV^\top M(0)VV^\top$ (Eq. 103) give the same outputs at every
+step (Eqs. 106-112). **Corollary 3**: at $d' \le k_{\mathcal V}$, $C = \frac d{d'}(M(0) - \mu\mu^\top/d)$ truncated to
+rank $d' - 1$ gives $\|\frac{d'}{d}\tilde M_t - M_t\|_F + \|\tilde\mu_t - \mu_t\|_2 \le (\sum_{k\ge d'}\lambda_k(C)^2)^{1/2}
+e^{\eta L t}$ (Eq. 237; at $t = 0$ the error is $\frac{d'}{d}$ times the prefactor: Eq. 239 drops this factor).
 """
 
 from __future__ import annotations
@@ -214,7 +192,7 @@ def update_lipschitz(states, states2, data: NQFData, batches: Int[ArrayLike, "st
     r"""Per-step Lipschitz constant $L_t$ of Eq. (241) between two trajectories.
 
     With $F_t$ the SGD map of Eqs. (23)–(24) for the batch of step $t$ (the update of
-    :func:`nqf.updates.nqf_sgd_step`), the difference of the two updates obeys
+    :func:`nqf.updates.nqf_sgd`), the difference of the two updates obeys
     $\|(F_t - \mathrm{id})(S) - (F_t - \mathrm{id})(S')\| \le \eta L_t \|S - S'\|$ in the norm
     $\|(X, x)\| = \|X\|_F + \|x\|_2$ of Eq. (237), with $L_t$ the largest operator
     norm of $(J_{F_t} - I)/\eta$ on the segment from $S_t$ to $S'_t$ (mean-value

@@ -1,30 +1,11 @@
 r"""The exact discrete update on $(M, \mu)$: SGD, heavy-ball momentum and weight decay (Thm 2, Cor. 2).
 
-One implementation, :func:`nqf_sgd`, serves every caller: Theorem 2 is ``momentum = weight_decay = 0``,
-Corollary 2 the rest; compression (Thm 3, Cor. 3) and the one-step prediction test reuse its update.
-
-**Theorem 2 (Eqs. 23-24).** The minibatch loss is the paper's MSE
-$\frac1b\sum_{x\in\mathcal B}(f_x - y_x)^2$, so $\ell'_x = 2(f_x - y_x)/b$,
-$v = \sum_x \ell'_x (g(x) + 2B(x)\mu)$ and $H = \sum_x 2\ell'_x A(x)$; the gradient of
-neuron $i$ is $G_i = v + Hw_i$, and one SGD step on any $W$ with $WW^\top = M$,
-$W\mathbf 1 = \mu$ and $d$ columns moves the statistics by
-
-$$\Delta\mu = -\eta(d\,v + H\mu),\qquad
-  \Delta M = -\eta(v\mu^\top + \mu v^\top + HM + MH)
-             + \eta^2(d\,vv^\top + v\mu^\top H + H\mu v^\top + HMH).$$
-
-**Corollary 2 (Eqs. 209-217).** Heavy ball with coupled weight decay,
-$V' = \beta V + G + \lambda W$, $W' = W - \eta V'$ (``optax.chain(add_decayed_weights(lambda),
-sgd(eta, momentum=beta))``), closes on the joint moments $M = WW^\top$, $\mu = W\mathbf 1$,
-$N = WV^\top$, $K = VV^\top$, $\nu = V\mathbf 1$: with $H_\lambda = H + \lambda I$,
-
-$$ K' = \beta^2K + \beta(VG^\top + GV^\top) + GG^\top,\quad
-   WV'^\top = \beta N + \mu v^\top + MH_\lambda,\quad \nu' = \beta\nu + d\,v + H_\lambda\mu, $$
-$$ M' = M - \eta(WV'^\top + V'W^\top) + \eta^2K',\quad \mu' = \mu - \eta\nu',\quad
-   N' = WV'^\top - \eta K', $$
-
-with $GG^\top = d\,vv^\top + v\mu^\top H_\lambda + H_\lambda\mu v^\top + H_\lambda MH_\lambda$ and
-$VG^\top = \nu v^\top + N^\top H_\lambda$. At $\beta = \lambda = 0$ (empty buffer) this is Theorem 2.
+**Theorem 2 (Eqs. 23-24).** With the paper's MSE $\frac1b\sum_{x\in\mathcal B}(f_x - y_x)^2$, $\ell'_x = 2(f_x - y_x)/b$,
+$v = \sum_x \ell'_x (g(x) + 2B(x)\mu)$ and $H = \sum_x 2\ell'_x A(x)$, neuron $i$'s gradient is $G_i = v + Hw_i$, and
+one SGD step on any $W$ with $WW^\top = M$, $W\mathbf 1 = \mu$ and $d$ columns gives $\Delta\mu = -\eta(d\,v + H\mu)$,
+$\Delta M = -\eta(v\mu^\top + \mu v^\top + HM + MH) + \eta^2(d\,vv^\top + v\mu^\top H + H\mu v^\top + HMH)$.
+Corollary 2 (momentum, weight decay: Eqs. 209-217) closes on the joint moments of $W$ and the momentum buffer
+$V$; its recursion is :func:`nqf.model._update.moment_update`'s.
 """
 
 from __future__ import annotations
@@ -161,7 +142,7 @@ def nqf_sgd(state, data: NQFData, batches: Int[ArrayLike, "steps b"], *, eta: fl
             momentum: float = 0.0, weight_decay: float = 0.0) -> SGDState:
     r"""Exact steps on $(M, \mu)$, one per row of minibatch indices in ``batches``: SGD (Theorem 2,
     Eqs. 23-24), with heavy-ball ``momentum`` $\beta$ and coupled ``weight_decay`` $\lambda$ as options
-    (Cor. 2, Eqs. 209-217; recursion in the module docstring). One ``lax.scan``, compiled once per shape: a
+    (Cor. 2, Eqs. 209-217). One ``lax.scan``, compiled once per shape: a
     new dataset, learning rate, width or option reuses it.
 
     Each step equals one step of ``optax.chain(optax.add_decayed_weights(weight_decay),
