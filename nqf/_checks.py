@@ -356,23 +356,18 @@ def require(ok: object, error: type[Exception], message: str) -> None:
 
 
 class Theorem1Tolerance(NamedTuple):
-    r"""THE tolerances of Theorem 1's hypothesis checks, one set for a float dtype of machine epsilon $\epsilon$
-    (:func:`theorem1_tolerance`), read by every check: :func:`nqf.structure_report` (and through it
-    :func:`nqf.structure.check_theorem1`, :func:`nqf.structure_matrix`) and :func:`nqf.check_hypotheses` (and
-    through it ``compare_with_nqf``'s and ``diagnose``'s refusal).
+    r"""THE tolerances of Theorem 1's hypothesis checks for a float dtype of machine epsilon $\epsilon$
+    (:func:`theorem1_tolerance`), read by :func:`nqf.structure_report` and :func:`nqf.check_hypotheses` (and through
+    them every check and refusal of the package).
 
-    * ``rounding`` $= 10^3\epsilon$: zero, relative to a scale, for quantities autodiff computes exactly up to
-      rounding: the derivatives at $W = 0$ (the gradient of a neuron and the cross blocks, ZGZ at 0, Eq. 54; the
-      spread of the diagonal blocks, Eq. 56), and the floor under which a Taylor residual carries no information.
-      A Hessian entry is a sum of a few hundred rounded products at most, so $10^3\epsilon$ covers it.
-    * ``residual`` $= \sqrt\epsilon$ ($1.5\cdot10^{-8}$ in float64): the largest relative residual of a value test
-      at a random $W$ read as rounding: $|f(W) - f(W\sigma)|/|f(W)|$ (Def. 1) and the gradient of a zeroed neuron
-      relative to the whole gradient (Property 1). Two evaluations of the same module summed in another order
-      differ by $n\epsilon\kappa$ ($n$ operations, $\kappa$ the output's condition: a deep model's output that is a
-      small difference of large terms has a large one); a broken hypothesis shows the size of the break, of order
-      the weights' scale. $\sqrt\epsilon$ leaves about eight decades on either side in float64.
+    * ``rounding`` $= 10^3\epsilon$: zero, relative to a scale, for what autodiff computes exactly up to rounding
+      (the derivatives at $W = 0$: Eqs. 54, 56; a Hessian entry sums a few hundred rounded products at most),
+      and the floor under which a Taylor residual carries no information.
+    * ``residual`` $= \sqrt\epsilon$: the largest relative residual of a value test at a random $W$ read as rounding
+      ($|f(W) - f(W\sigma)|/|f(W)|$, Def. 1; a zeroed neuron's gradient, Property 1); about eight decades on either
+      side of both rounding ($n\epsilon\kappa$) and a broken hypothesis (of the weights' scale) in float64.
     * ``step`` $h$: the smoothness probe's step, $10^{-3}$ in float64 and $3\cdot10^{-2}$ below it, so that the
-      $O(h^2)$ Taylor residual of a $C^3$ module ($10^{-6}$ of the gradient) stays $10^{4}$ above ``rounding``.
+      $O(h^2)$ Taylor residual of a $C^3$ module stays $10^{4}$ above ``rounding``.
     * ``smooth_ratio`` $= 3$: smooth at 0 when $|r(h)|/|r(h/2)| \ge 3$ ($C^3$: 4, 8 with a $\mathbb Z_2$
       symmetry; a kink such as ReLU: 2).
     """

@@ -32,23 +32,17 @@ def _check_deep_weights(Ws, ps: tuple[int, ...], name: str) -> None:
 
 
 class DeepArchitecture(eqx.Module):
-    """A deep module, its per-block NQF forms (Def. 2) and its 1-layer NQF (Fig. 8).
-
-    An ``equinox.Module`` with static fields, hashable by value (so are its bound
-    methods: ``forms`` can be a static argument of a compiled function).
+    """A deep module, its per-block NQF forms (Def. 2) and its 1-layer NQF (Fig. 8); static fields, hashable by
+    value (``forms`` can be a static argument of a compiled function).
 
     Attributes:
-        name: short name for labels.
-        ps: parameters per neuron of each block, ``(p_1, ..., p_L)``.
-        widths: the default number of neurons of each block, ``(d_1, ..., d_L)``.
+        name, ps, widths: a label, parameters per neuron ``(p_1, ..., p_L)``, default neurons ``(d_1, ..., d_L)``.
         apply: ``apply(Ws, x)`` with ``Ws`` a tuple of ``(p_l, d_l)`` arrays; a scalar.
-        forms: one ``form(M, mu, h_prev)`` per block, $h^{(l)}$ of Eq. (219) from the
-            order parameters of that block and the previous representation ($h^{(0)} = x$).
-        structures: one ``structure(h_prev)`` per block, the stack $A^{(l)}_k$ of shape
-            ``h_l.shape + (p_l, p_l)``.
+        forms: one ``form(M, mu, h_prev)`` per block, $h^{(l)}$ of Eq. (219) ($h^{(0)} = x$).
+        structures: one ``structure(h_prev)`` per block, $A^{(l)}_k$ of shape ``h_l.shape + (p_l, p_l)``.
         sample_input: ``sample_input(key)`` draws one random input.
-        one_layer: the 1-layer NQF of Fig. 8 (an :class:`Architecture` on the raw input).
-        collapse: ``collapse(Ws)``, the 1-layer NQF's weights matched at step 0.
+        one_layer, collapse: the 1-layer NQF of Fig. 8 (an :class:`Architecture` on the raw input) and
+            ``collapse(Ws)``, its weights matched at step 0.
     """
 
     @property
@@ -139,21 +133,16 @@ def deep_mlp(*, k: int = 8, hidden: tuple[int, int, int] = (16, 16, 16), activat
              check_smooth: bool = True) -> DeepArchitecture:
     r"""The bias-free 4-layer MLP $f(x) = w_4^\top\phi(W_3\,\phi(W_2\,\phi(W_1x)))$ of Fig. 8 as two NQF blocks.
 
-    Sizes $k\to n_1\to n_2\to n_3\to1$ (Fig. 8: $8\to16\to16\to16\to1$). Block 1 is the
-    two-layer MLP $h^{(1)} = W_2\phi(W_1x) \in\mathbb R^{n_2}$ whose neurons are the
-    $n_1$ units of the first hidden layer, $w^{(1)}_i = [W_1[i,:];\ W_2[:,i]]$
-    ($p_1 = k + n_2$); block 2 is the two-layer MLP $f = w_4^\top\phi(W_3 z)$ on
-    $z = \phi(h^{(1)})$, neurons the $n_3$ units of the third hidden layer,
-    $w^{(2)}_j = [W_3[j,:];\ w_4[j]]$ ($p_2 = n_2 + 1$). By Prop. 1 (Eq. 6, vector
-    output for block 1, App. B.2)
+    Sizes $k\to n_1\to n_2\to n_3\to1$ (Fig. 8: $8\to16\to16\to16\to1$). Block 1 is the two-layer MLP
+    $h^{(1)} = W_2\phi(W_1x)$, neurons $w^{(1)}_i = [W_1[i,:];\ W_2[:,i]]$ ($p_1 = k + n_2$); block 2 the two-layer
+    MLP $f = w_4^\top\phi(W_3 z)$ on $z = \phi(h^{(1)})$, neurons $w^{(2)}_j = [W_3[j,:];\ w_4[j]]$ ($p_2 = n_2 + 1$).
+    By Prop. 1 (Eq. 6; vector output for block 1, App. B.2)
 
     $$ A^{(1)}_a(x) = \tfrac{\phi'(0)}2\begin{bmatrix}0 & x e_a^\top\\ e_a x^\top & 0\end{bmatrix},\qquad
-       A^{(2)}(h^{(1)}) = \tfrac{\phi'(0)}2\begin{bmatrix}0 & \phi(h^{(1)})\\ \phi(h^{(1)})^\top & 0\end{bmatrix}, $$
+       A^{(2)}(h^{(1)}) = \tfrac{\phi'(0)}2\begin{bmatrix}0 & \phi(h^{(1)})\\ \phi(h^{(1)})^\top & 0\end{bmatrix}. $$
 
-    so the 2-layer NQF is $f = \phi'(0)^2\, w_4^\top W_3\,\phi(\phi'(0) W_2W_1x)$ read from
-    $(M^{(1)}, M^{(2)})$. The 1-layer NQF is the two-layer MLP NQF on $x$ (Prop. 1) with
-    neurons $[W_1[i,:];\ v_i]$, $v = \phi'(0)^2 W_2^\top W_3^\top w_4$: at step 0 it equals the
-    deep NQF with the middle $\phi$ replaced by its slope, $\phi'(0)^3 w_4^\top W_3W_2W_1x$.
+    The 1-layer NQF is the two-layer MLP NQF on $x$ with neurons $[W_1[i,:];\ v_i]$,
+    $v = \phi'(0)^2 W_2^\top W_3^\top w_4$: at step 0 the deep NQF with the middle $\phi$ replaced by its slope.
     """
     hidden = tuple(int(h) for h in hidden)
     if len(hidden) != 3 or min((int(k),) + hidden) < 1:
@@ -287,19 +276,12 @@ class DeepAttention(DeepArchitecture):
 def deep_attention(*, D: int = 8, N: int = 10, d_k: int = 8) -> DeepArchitecture:
     r"""Two single-head attention layers with a scalar readout (Fig. 8), as two NQF blocks.
 
-    Input $X\in\mathbb R^{D\times N}$ ($N$ tokens of dimension $D$; Fig. 8: $D = d_k = 8$,
-    $N = 10$). Layer 1 is self-attention with an output projection: token $j$ of
-    $H^{(1)} \in\mathbb R^{D\times N}$ is :func:`multihead_attention` ``(D, N, d_k, d_v=D, outputs=D)``
-    at $(X_{:,j}, X)$, i.e. $\sum_i R_i^\top W^V_i X\,\mathrm{softmax}(X^\top W^{K\top}_i W^Q_i X_{:,j}/\sqrt{d_k})$
-    (neuron = head, $p_1 = 2d_kD + 2D^2$). Layer 2 pools with the mean token as query:
-    $f = $ :func:`multihead_attention` ``(D, N, d_k, d_v=D)`` at $(\bar h^{(1)}, H^{(1)})$
-    ($p_2 = 2d_kD + D^2 + D$). One head per layer by default (``widths = (1, 1)``).
-
-    Prop. 2 (Eq. 8) per layer: only the value/readout blocks enter, with $x_{avg}$, so
-    the 2-layer NQF is $f = \sum r^\top W^V_2\, \big(\sum R^\top W^V_1\bar x\big)$, a
-    four-factor product on $\bar x = \frac1N X1_N$, read from $(M^{(1)}, M^{(2)})$.
-    The 1-layer NQF is the mean-query attention module on $X$ with the layer-1 heads as neurons
-    and readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$, equal to the 2-layer NQF at step 0.
+    Input $X\in\mathbb R^{D\times N}$ (Fig. 8: $D = d_k = 8$, $N = 10$). Token $j$ of layer 1 is
+    :func:`multihead_attention` ``(D, N, d_k, d_v=D, outputs=D)`` at $(X_{:,j}, X)$ (neuron = head,
+    $p_1 = 2d_kD + 2D^2$); layer 2 is :func:`multihead_attention` ``(D, N, d_k, d_v=D)`` queried by the mean token
+    ($p_2 = 2d_kD + D^2 + D$); one head per layer by default. By Prop. 2 (Eq. 8) per layer only the value/readout
+    blocks enter, with $\bar x$: the 2-layer NQF is $f = \sum r^\top W^V_2(\sum R^\top W^V_1\bar x)$. The 1-layer NQF is
+    mean-query attention on $X$ with readouts $r'_j = R_j\sum_i W^{V\top}_{2,i} r_i$ (equal at step 0).
     """
     _check_sizes(D=D, N=N, d_k=d_k)
     return DeepAttention(int(D), int(N), int(d_k))
@@ -423,16 +405,14 @@ def deep_single_head_attention(*, D: int = 8, N: int = 10, d_k: int = 8, key: Ar
     ``[W^Q.T; W^K.T]``, :func:`nqf.architectures.stack_query_key`). $V$ and $c$ have $\mathcal N(0, 1/D)$
     entries drawn from ``key`` (required: Fig. 8 of Chapter 9 passes ``PRNGKey(81)``).
 
-    Both blocks satisfy ZGZ and a per-neuron $Z_2$ symmetry ($w_i\to-w_i$), and at zero weights the
-    attention is uniform, so by Eq. (12) block by block (Def. 2)
+    Both blocks satisfy ZGZ, and by Eq. (12) block by block (Def. 2), $M_{QK}$ the query-key block of $M$ and
+    $\Sigma$ the token covariance,
 
     $$ H^{(1)} = V\bar x1^\top + V\Sigma_XM^{(1)\top}_{QK}X/\sqrt{d_k},\qquad
-       f = c^\top\bar h + \bar h^\top M^{(2)}_{QK}\Sigma_{H^{(1)}}c/\sqrt{d_k}, $$
+       f = c^\top\bar h + \bar h^\top M^{(2)}_{QK}\Sigma_{H^{(1)}}c/\sqrt{d_k}. $$
 
-    with $M_{QK}$ the query-key block of $M = WW^\top$ and $\Sigma$ the token covariance: query and key
-    enter at quadratic order. The 1-layer NQF is ``MeanQueryLogits`` on $X$ with the layer-1 neurons
-    and readout $V^\top c$ (``collapse`` keeps $W^{(1)}$): the deep NQF without the layer-2 term, which is
-    $O(\|W^{(1)}\|^4\|W^{(2)}\|^2)$ at step 0.
+    The 1-layer NQF is ``MeanQueryLogits`` on $X$ with readout $V^\top c$ (``collapse`` keeps $W^{(1)}$): the deep
+    NQF without the layer-2 term, $O(\|W^{(1)}\|^4\|W^{(2)}\|^2)$ at step 0.
     """
     _check_sizes(D=D, N=N, d_k=d_k)
     kV, kc = jax.random.split(key)

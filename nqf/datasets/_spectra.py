@@ -1,14 +1,7 @@
-r"""Power-law spectra for the scaling laws of Sec. 6 and the data of Figs. 3 (right) and 5.
-
-* decoupled modes with $r_k\propto k^{-\alpha_2}$, $V_k\propto k^{-\alpha_1}$,
-  $C_{kk} = r_k^2/(8V_k)$ and $z_k(0) = \epsilon k^{-\beta}$ (Thm 9);
-  :func:`fig3_right_spectrum` is the paper's Fig. 3 (right);
-* :func:`one_hot_dataset` — the NQF data of App. C that realise such a spectrum (one non-zero entry per
-  structure matrix, $A_{k,kk} = \sqrt{C_{kk}m/8}$, $y_k = mr_k/(8A_{k,kk})$) for any subset of modes;
-* :func:`sample_power_law` — orthogonal samples (Thm 5) with $y_\mu\propto\mu^{-\gamma_1}$ and
-  $\zeta_\mu\propto\mu^{-\gamma_2}$ (Thm 11), each owning a block of directions as in Fig. 4;
-* :func:`nam_emergence_spectrum` — Nam et al. (2024)'s skills as NQF modes;
-* :func:`fourier_dataset` — the grid and target of Fig. 5, and the Lotka–Volterra coefficients of its NQF.
+r"""Power-law spectra for the scaling laws of Sec. 6 and the data of Figs. 3 (right) and 5: decoupled modes with
+$r_k\propto k^{-\alpha_2}$, $V_k\propto k^{-\alpha_1}$, $C_{kk} = r_k^2/(8V_k)$, $z_k(0) = \epsilon k^{-\beta}$ (Thm 9), the
+one-hot NQF data of App. C that realise them, orthogonal samples with power-law targets (Thm 11), Nam et al.
+(2024)'s skills as NQF modes, and the grid and target of Fig. 5.
 """
 
 from __future__ import annotations
