@@ -22,7 +22,8 @@ import nqf  # noqa: E402
 from typing import ClassVar  # noqa: E402
 
 from nqf.architectures import REGISTRY, Architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
-from nqf.structure import structure_error, structure_matrix, structure_stack  # noqa: E402
+from nqf.structure import structure_matrix  # noqa: E402
+from nqf.structure._autodiff import structure_error, structure_stack  # noqa: E402
 from helpers import BAD_INPUT, count_compilations  # noqa: E402
 
 def _inputs(arch, seed, m=None):
@@ -142,13 +143,13 @@ def test_structure_reports_compile_a_plain_callable_once_per_call():
     xs = normal(jax.random.PRNGKey(3), (4, 3))
     _SCALE["value"] = 1.0
     with count_compilations() as seen:
-        reps = nqf.structure.structure_reports(_global_reading_module, xs, p=4)
+        reps = nqf.structure._autodiff.structure_reports(_global_reading_module, xs, p=4)
     probes = len(seen)
     assert len(reps) == 4
     for x, rep in zip(xs, reps):
         np.testing.assert_allclose(rep.A, nqf.structure_report(_global_reading_module, x, p=4).A, rtol=1e-14)
     with count_compilations() as seen:  # a new call traces afresh (no stale A) ...
-        nqf.structure.structure_reports(_global_reading_module, xs, p=4)
+        nqf.structure._autodiff.structure_reports(_global_reading_module, xs, p=4)
     assert 1 <= len(seen) <= probes  # ... but once for all its inputs
     with pytest.raises(ValueError, match="`xs` must hold at least one input"):
-        nqf.structure.structure_reports(_global_reading_module, [], p=4)
+        nqf.structure._autodiff.structure_reports(_global_reading_module, [], p=4)

@@ -184,13 +184,13 @@ case("structure_report rtol='1e-6'", TypeError, "rtol")(
     lambda: structure.structure_report(_tanh_module, X3, p=4, rtol="1e-6"))
 case("structure_report p=-1", ValueError, "p")(lambda: structure.structure_report(_tanh_module, X3, p=-1))
 case("structure_stack method unknown", ValueError, "method")(
-    lambda: structure.structure_stack(_mlp(), jnp.ones((2, 3)), method="magic"))
+    lambda: structure._autodiff.structure_stack(_mlp(), jnp.ones((2, 3)), method="magic"))
 case("nqf_expansion W wrong rows", BAD_INPUT, "W")(
-    lambda: structure.nqf_expansion(jnp.eye(3), jnp.ones((4, 2))))
+    lambda: structure._expansion.nqf_expansion(jnp.eye(3), jnp.ones((4, 2))))
 case("nqf_expansion g wrong length", BAD_INPUT, "g")(
-    lambda: structure.nqf_expansion(jnp.eye(3), jnp.ones((3, 2)), g=jnp.ones(4)))
+    lambda: structure._expansion.nqf_expansion(jnp.eye(3), jnp.ones((3, 2)), g=jnp.ones(4)))
 case("nqf_expansion A not square", BAD_INPUT, "A")(
-    lambda: structure.nqf_expansion(jnp.ones((3, 2)), jnp.ones((3, 2))))
+    lambda: structure._expansion.nqf_expansion(jnp.ones((3, 2)), jnp.ones((3, 2))))
 case("remainder_scaling scales negative", ValueError, "scales")(
     lambda: structure.remainder_scaling(_tanh_module, X3, jnp.ones((4, 2)), jnp.eye(4),
                                         scales=jnp.array([-1.0, 0.1])))
@@ -328,10 +328,10 @@ case("switch_on_time rho=1.5", ValueError, "rho")(lambda: solutions.switch_on_ti
 case("switch_on_time a=0", ValueError, "a")(lambda: solutions.switch_on_time(1.0, 1.0, 1e-3, a=0.0))
 case("switch_on_time z0 above the plateau", ValueError, "z0")(lambda: solutions.switch_on_time(1.0, 1.0, 2.0))
 case("switch_on_time_asymptotic zeta=0 silent", ValueError, "zeta")(
-    lambda: solutions.switch_on_time_asymptotic(0.0, 1e-3))
+    lambda: solutions._lotka_volterra.switch_on_time_asymptotic(0.0, 1e-3))
 case("switch_on_time_asymptotic zeta<0 silent", ValueError, "zeta")(
-    lambda: solutions.switch_on_time_asymptotic(-1.0, 1e-3))
-case("switch_on_time_asymptotic eps=2", ValueError, "eps")(lambda: solutions.switch_on_time_asymptotic(1.0, 2.0))
+    lambda: solutions._lotka_volterra.switch_on_time_asymptotic(-1.0, 1e-3))
+case("switch_on_time_asymptotic eps=2", ValueError, "eps")(lambda: solutions._lotka_volterra.switch_on_time_asymptotic(1.0, 2.0))
 case("logistic_solution z0<0", ValueError, "z0")(lambda: solutions.logistic_solution(1.0, 1.0, 1.0, -1e-3))
 case("logistic_solution C_kk=-1", ValueError, "C_kk")(lambda: solutions.logistic_solution(1.0, 1.0, -1.0, 1e-3))
 case("features P not orthogonal silent", ValueError, "P")(lambda: solutions.features(M0, 2.0 * jnp.eye(P_)))
@@ -352,9 +352,9 @@ case("growth_and_competition ys wrong length", BAD_INPUT, "ys")(
 case("growth_and_competition lambdas 1-d", BAD_INPUT, "lambdas")(
     lambda: solutions.growth_and_competition(jnp.ones(4), jnp.ones(4)))
 case("commuting_eigenbasis As not square", BAD_INPUT, "As")(
-    lambda: solutions.commuting_eigenbasis(jnp.ones((2, 3, 2)), seed=0))
+    lambda: solutions._lotka_volterra.commuting_eigenbasis(jnp.ones((2, 3, 2)), seed=0))
 case("commuting_eigenbasis tol=0", ValueError, "tol")(
-    lambda: solutions.commuting_eigenbasis(jnp.stack([jnp.eye(3)] * 2), tol=0.0, seed=0))
+    lambda: solutions._lotka_volterra.commuting_eigenbasis(jnp.stack([jnp.eye(3)] * 2), tol=0.0, seed=0))
 case("saxe_learning_time s=0", ValueError, "s")(lambda: solutions.saxe_learning_time(0.0, 1e-3, 0.5))
 case("saxe_learning_time uf > s", ValueError, "uf")(lambda: solutions.saxe_learning_time(1.0, 1e-3, 2.0))
 case("saxe_learning_time u0=-1", ValueError, "u0")(lambda: solutions.saxe_learning_time(1.0, -1.0, 0.5))
@@ -413,8 +413,8 @@ case("lv_coefficients all-zero A silent", ValueError, "data")(
     lambda: solutions.lv_coefficients(model.NQFData(jnp.zeros((M_, P_, P_)), jnp.ones(M_))))
 case("structure_report module returns NaN silent", ValueError, "module")(
     lambda: structure.structure_report(lambda W, x: jnp.sum(W) * jnp.nan, X3, p=4))
-case("structure_stack xs without batch axis", ValueError, "xs")(lambda: structure.structure_stack(_mlp(), X3))
-case("structure_stack empty batch", ValueError, "xs")(lambda: structure.structure_stack(_mlp(), jnp.ones((0, 3))))
+case("structure_stack xs without batch axis", ValueError, "xs")(lambda: structure._autodiff.structure_stack(_mlp(), X3))
+case("structure_stack empty batch", ValueError, "xs")(lambda: structure._autodiff.structure_stack(_mlp(), jnp.ones((0, 3))))
 case("cnn activation string", TypeError, "activation")(
     lambda: architectures.cnn(4, 4, 2, 2, activation="tanh", check_smooth=False))
 case("two_layer_mlp activation string, unchecked", TypeError, "activation")(

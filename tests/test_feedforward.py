@@ -10,8 +10,9 @@ import numpy as np    # noqa: E402
 import pytest    # noqa: E402
 from jaxtyping import TypeCheckError    # noqa: E402
 
-from nqf.structure import FeedforwardForm, feedforward_splits
-from nqf.structure import effective_matrix, feedforward_form, feedforward_output, representation, split_structure, split_weights
+from nqf.structure import feedforward_splits
+from nqf.structure._feedforward import FeedforwardForm, representation, split_weights
+from nqf.structure import effective_matrix, feedforward_form, feedforward_output, split_structure
 from nqf.architectures import two_layer_mlp  # noqa: E402
 from nqf.architectures._base import feedforward_structure  # noqa: E402
 from nqf.architectures._modules import phase_retrieval  # noqa: E402

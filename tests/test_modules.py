@@ -14,7 +14,7 @@ from nqf.architectures import cnn
 from nqf.architectures import TABLE1, diagonal_linear_network, two_layer_mlp
 from nqf.architectures._base import feedforward_structure
 from nqf.architectures._modules import mixture_of_experts, phase_retrieval
-from nqf.structure import structure_error, structure_stack  # noqa: E402
+from nqf.structure._autodiff import structure_error, structure_stack  # noqa: E402
 from helpers import BAD_INPUT  # noqa: E402
 
 

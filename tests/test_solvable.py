@@ -149,12 +149,12 @@ def test_breaking_directions_break_what_they_say():
     for kind in ("proportional", "orthogonal_samples", "orthogonal_features"):
         E = datasets.breaking_direction(kind, d.As, P=d.P, lambdas=d.lambdas, seed=0)
         np.testing.assert_allclose(np.linalg.norm(E, axis=(1, 2)), np.mean(np.linalg.norm(np.asarray(d.As), axis=(1, 2))))
-        nqf.solutions.commuting_eigenbasis(np.asarray(d.As) + 0.1 * E, seed=0)  # Assumption 1 survives
+        nqf.solutions._lotka_volterra.commuting_eigenbasis(np.asarray(d.As) + 0.1 * E, seed=0)  # Assumption 1 survives
     E = datasets.breaking_direction("orthogonal_samples", d.As, P=d.P, lambdas=d.lambdas, seed=0)
     A = np.asarray(d.As) + 0.1 * E
     assert np.abs(A[0] @ A[1]).max() > 1e-3
     with pytest.raises(ValueError, match="share an eigenbasis"):
-        nqf.solutions.commuting_eigenbasis(np.asarray(d.As) + 0.1 * datasets.breaking_direction("commuting", d.As, seed=0), seed=0)
+        nqf.solutions._lotka_volterra.commuting_eigenbasis(np.asarray(d.As) + 0.1 * datasets.breaking_direction("commuting", d.As, seed=0), seed=0)
     with pytest.raises(ValueError, match="kind"):
         datasets.breaking_direction("nonsense", d.As, seed=0)
     with pytest.raises(ValueError, match="lambdas"):

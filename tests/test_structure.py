@@ -10,9 +10,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from nqf.architectures import qk_attention# noqa: E402
-from nqf.structure import nqf_expansion, remainder_scaling# noqa: E402
+from nqf.structure import remainder_scaling  # noqa: E402
+from nqf.structure._expansion import nqf_expansion  # noqa: E402
 from nqf.architectures import two_layer_mlp# noqa: E402
-from nqf.structure import structure_matrix, structure_report, structure_stack# noqa: E402
+from nqf.structure import structure_matrix, structure_report  # noqa: E402
+from nqf.structure._autodiff import structure_stack  # noqa: E402
 
 KEY = jax.random.PRNGKey(7)
 X3 = jnp.array([0.7, -1.3, 0.4])

@@ -41,9 +41,9 @@ def test_step_limits_and_rescaled_time():
     np.testing.assert_allclose(solutions.feature_step_loss(tau, np.ones(3), np.array([1.0, 0.5, 0.25]), a=1.0), [3, 2, 1, 0])
     np.testing.assert_allclose(solutions.feature_step_loss(tau, np.ones(3), np.array([1.0, 0.5, 0.25]), a=2.0), [2, 1, 0, 0])
     np.testing.assert_allclose(solutions.sample_step_loss(tau, np.array([2.0, 1.0]), np.array([1.0, 0.5])), [2.5, 0.5, 0.0, 0.0])
-    assert solutions.rescaled_time(np.log(1e10), 1e-10) == pytest.approx(1.0)
+    assert solutions._sudden.rescaled_time(np.log(1e10), 1e-10) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="eps"):
-        solutions.rescaled_time(1.0, 1.0)
+        solutions._sudden.rescaled_time(1.0, 1.0)
 
 
 def test_crossing_time_intercept_fit_and_step_deviation():
@@ -83,7 +83,7 @@ def test_fig4_rk_quadrature_and_exact_switch_on_times():
     got = at.reshape(2, 4, 4)[:, np.arange(4), np.arange(4)]  # residual of sample mu at its own t*
     np.testing.assert_allclose(got, -(1 - rhos)[:, None] * np.asarray(d.ys)[None], rtol=1e-8)
     # the logistic estimate (no sub-dominant directions) becomes exact as eps -> 0
-    err = np.abs(np.asarray(solutions.sample_switch_on_logistic(d.lambdas, d.ys, z0s[1:])) / exact[1, 1:] - 1)
+    err = np.abs(np.asarray(solutions.sample_switch_on_times(d.lambdas, d.ys, z0s[1:], logistic=True)) / exact[1, 1:] - 1)
     assert np.all(np.diff(err, axis=0) < 0)
 
 

@@ -517,7 +517,7 @@ def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: in
         flow_points: save times of the flow reference (log-spaced from one step).
 
     Returns:
-        a :class:`nqf.solutions.Diagnosis` (``print`` it; ``.plot()``).
+        a :class:`~nqf.solutions._plateaus.Diagnosis` (``print`` it; ``.plot()``).
     """
     run = _model_run(model, data, optimizer, num_steps, params, loss, track, flow_points)
     return Diagnosis(run, read_plateaus(run))

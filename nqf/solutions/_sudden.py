@@ -82,12 +82,21 @@ def _xi_field(t, xi, args):
 
 
 def sample_switch_on_times(
-    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], *, rho: float = 0.5
+    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], *, rho: float = 0.5,
+    logistic: bool = False,
 ) -> Float[Array, "*batch m"]:
     r"""Exact time at which sample $\mu$ is a fraction ``rho`` learned, $\Delta_\mu = -(1-\rho)y_\mu$
     (per-sample loss $(1-\rho)^2y_\mu^2$), under Thm 5. Since $\Delta_\mu = g_\mu(\xi_\mu)$, the target
     $\xi^*$ is the root of $g_\mu + (1-\rho)y_\mu$ and $t^*_\mu = \int_0^{\xi^*}ds/g_\mu$ (Eq. 36).
-    ``z0`` may carry leading batch axes (e.g. one row per $\epsilon$ of a sweep); all are solved at once."""
+    ``z0`` may carry leading batch axes (e.g. one row per $\epsilon$ of a sweep); all are solved at once.
+
+    With ``logistic=True``, the logistic approximation of Thm 10's proof (Eq. 179 without the sub-dominant
+    remainder $R$): $Z = \lambda_{\mu,\max}\sum_{k\in\mathcal K_\mu}z_k$ grows logistically to $y_\mu$ at rate
+    $\zeta_\mu$, so $t^*_\mu \approx \frac1{\zeta_\mu}\ln\big(\frac{\rho}{1-\rho}(\frac{y_\mu}{Z(0)} - 1)\big)$ (the
+    sample-wise analogue of Eq. 158), with an error $O(\epsilon^{\delta})$,
+    $\delta = 1 - \max_{k\notin\mathcal K_\mu}\lambda_{\mu,k}/\lambda_{\mu,\max}$."""
+    if logistic:
+        return _switch_on_logistic(lambdas, ys, z0, rho)
     if not 0 < rho < 1:
         raise invalid("rho", 'lie in (0, 1)', f'{rho!r}')
     lam = jnp.asarray(lambdas, dtype=float)
@@ -104,14 +113,7 @@ def sample_switch_on_times(
     return implicit_time(xi_star, a, b, jnp.broadcast_to(ys, a.shape[:-1]))
 
 
-def sample_switch_on_logistic(
-    lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"], z0: Float[ArrayLike, "*batch p"], *, rho: float = 0.5
-) -> Float[Array, "*batch m"]:
-    r"""Logistic approximation of Thm 10's proof (Eq. 179 without the sub-dominant remainder $R$):
-    $Z = \lambda_{\mu,\max}\sum_{k\in\mathcal K_\mu}z_k$ grows logistically to $y_\mu$ at rate $\zeta_\mu$, so
-    $t^*_\mu \approx \frac1{\zeta_\mu}\ln\big(\frac{\rho}{1-\rho}(\frac{y_\mu}{Z(0)} - 1)\big)$ — the sample-wise
-    analogue of Eq. (158). Its error is set by the remainder, $O(\epsilon^{\delta})$ with
-    $\delta = 1 - \max_{k\notin\mathcal K_\mu}\lambda_{\mu,k}/\lambda_{\mu,\max}$."""
+def _switch_on_logistic(lambdas, ys, z0, rho):
     lam = jnp.asarray(lambdas, dtype=float)
     check_ndim("lambdas", lam, 2)
     lmax = jnp.max(lam, axis=1)

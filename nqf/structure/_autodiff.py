@@ -17,19 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_key, check_real_output, check_tolerance, invalid, theorem1_tolerance
+
+from .._checks import check_finite, check_key, check_real_output, check_tolerance, invalid, theorem1_tolerance
 from .._random import normal, split
 from .._types import Input
 from ..architectures import Architecture
 from ._models import module_function
-from ._probes import FAST_COMPILE
-from ._probes import permute_neurons
-from ._probes import taylor_ratio
-from ._probes import taylor_residuals
-from ._probes import taylor_steps
-from ._probes import zero_neuron
-
+from ._probes import FAST_COMPILE, permute_neurons, taylor_ratio, taylor_residuals, taylor_steps, zero_neuron
 
 
 class StructureReport(NamedTuple):
@@ -118,14 +112,8 @@ def _jit_by_value(impl: Callable, n_static: int, fast: bool) -> Callable:
 
 
 def _compiled(impl: Callable, module, *static, fast: bool = True) -> Callable:
-    """``impl(module, *static, *args)`` compiled, as a function of ``args``.
-
-    An :class:`~nqf.architectures.Architecture` is a hashable value, so the
-    compiled program is cached on its value: rebuilding the same architecture
-    reuses it. A plain callable (or a :class:`~nqf.architectures.CustomArchitecture`)
-    may read mutable state (a global, a closure cell), so it is traced afresh on
-    every call: a cache keyed on the function object would return a stale $A$.
-    """
+    """``impl(module, *static, *args)`` compiled, as a function of ``args``: cached on an Architecture's value,
+    traced afresh for a plain callable (which may read mutable state: a cache would return a stale $A$)."""
     if _cacheable(module):
         fn = _jit_by_value(impl, len(static), fast)
         return lambda *args: fn(module, *static, *args)
@@ -133,11 +121,7 @@ def _compiled(impl: Callable, module, *static, fast: bool = True) -> Callable:
 
 
 def _check_call(apply, x, p: int, d: int, dtype):
-    """Abstractly evaluate ``apply`` on ``(p, d)`` weights; return the output size (``None`` = scalar).
-
-    Errors the module raises for a wrong ``p`` or a mis-shaped ``x`` are
-    re-raised as a ``ValueError`` naming both.
-    """
+    """The output size of ``apply`` on ``(p, d)`` weights (``None``: scalar); its errors re-raised naming ``p``, ``x``."""
     try:
         out = jax.eval_shape(apply, jax.ShapeDtypeStruct((p, d), dtype), x)
     except ValueError:
@@ -161,8 +145,7 @@ def _probe(module, W0, W_unit, V_unit, x, W_extra):
     $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (``V_unit`` normalised; smoothness) and at
     $W$ with neuron 1 zeroed (Property 1); $V$; and the values at the extra
     points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.structure.check_theorem1`),
-    all in one vmapped evaluation of the module. The unit normals come from the caller (:func:`_report`):
-    drawn inside, their threefry hashes were a large part of this program's compile time (issue 31).
+    all in one vmapped evaluation of the module (the unit normals are drawn by the caller: cheaper to compile).
     """
     apply = _apply_of(module)
 
@@ -215,30 +198,14 @@ def structure_report(
             :func:`nqf.check_hypotheses` uses too): of the value residuals at a random $W$, and of the gradient,
             the cross blocks and the spread of the blocks at 0 relative to the derivative scale.
 
-    The compiled probe is cached on the value of an Architecture (rebuilding it
-    compiles nothing); a plain callable is traced afresh on every call, so a
-    module that reads mutable state never gets a stale report. For many inputs
-    of one plain callable use :func:`structure_reports` (one compilation).
+    The compiled probe is cached on the value of an Architecture; a plain callable is traced afresh on
+    every call, so a module that reads mutable state never gets a stale report.
     """
     return _report(module, x, p, d=d, key=key, rtol=rtol)[0]
 
 
-def structure_reports(
-    module: Architecture | Callable,
-    xs,
-    *,
-    p: int | None = None,
-    d: int = 3,
-    key: Array | None = None,
-    rtol: float | None = None,
-) -> list[StructureReport]:
-    r""":func:`structure_report` at every input of ``xs``, compiled once for the whole call.
-
-    ``xs`` is a list (or tuple) of inputs, or an array whose leading axis indexes
-    the inputs. Even for a plain callable (never cached across calls, see
-    :func:`structure_report`) the inputs of one call share one compiled program
-    when they have the same shapes.
-    """
+def structure_reports(module, xs, *, p=None, d: int = 3, key=None, rtol=None) -> list[StructureReport]:
+    """:func:`structure_report` at every input of ``xs`` (a sequence), one compiled program for the call."""
     inputs = list(xs)
     if not inputs:
         raise invalid("xs", "hold at least one input", "an empty sequence")
@@ -320,15 +287,20 @@ def structure_matrix(
     d: int = 3,
     allow_general: bool = False,
     key: Array | None = None,
-) -> Float[Array, "*o p p"]:
+    batch: bool = False,
+) -> Float[Array, "*m *o p p"]:
     r"""The structure matrix $A(x) = \tfrac12 H_{ii}$ of Theorem 1, by autodiff, or a clear error.
 
     Raises ``ValueError`` naming the failed hypothesis of Theorem 1 and the
     measured numbers: non-finite derivatives, non-smoothness at 0, broken
     permutation symmetry, or broken ZGZ. With ``allow_general=True`` a module
     without ZGZ is accepted and the $A$ of Eq. (20) is returned (its $g$ and $B$
-    are in :func:`structure_report`).
+    are in :func:`structure_report`). With ``batch=True``, ``x`` carries a leading sample axis on every leaf
+    and the stack $A(x_\mu)$, shape ``(m, *o, p, p)``, is returned, compiled once: the hypotheses are checked
+    on the first input, then an Architecture's closed form (else the Hessian at 0) is mapped over the batch.
     """
+    if batch:
+        return structure_stack(module, x, p=p, d=d, allow_general=allow_general)
     rep = structure_report(module, x, p=p, d=d, key=key)
     if not rep.finite:
         raise invalid("module", "be C^3 near W = 0 (Theorem 1)",
@@ -374,7 +346,7 @@ def _closed_structure(arch, batched: bool, x) -> Array:
 
 
 def structure_stack(
-    arch_or_module: Architecture | Callable,
+    module: Architecture | Callable,
     xs: Input,
     *,
     p: int | None = None,
@@ -383,14 +355,9 @@ def structure_stack(
     check: bool = True,
     allow_general: bool = False,
 ) -> Float[Array, "m *o p p"]:
-    r"""Stack $A(x_\mu)$ over a batch ``xs`` (leading axis of every leaf), shape ``(m, p, p)``.
-
-    ``method="closed"`` uses the architecture's closed form, ``"autodiff"``
-    the Hessian at 0, ``"auto"`` the closed form when available. With
-    ``check=True`` the hypotheses of Theorem 1 are verified by
-    :func:`structure_matrix` on the first input before the batch is mapped.
-    """
-    apply, p = module_function(arch_or_module, p=p, name="arch_or_module")
+    """:func:`structure_matrix` with ``batch=True``; ``method`` ``"closed"`` (the closed form), ``"autodiff"`` or
+    ``"auto"`` (closed when available); ``check=False`` skips Theorem 1's check on the first input."""
+    apply, p = module_function(module, p=p, name="module")
     if not isinstance(d, (int, np.integer)) or d < 2:
         raise invalid("d", "be an int >= 2", repr(d))
     if method not in ("auto", "closed", "autodiff"):
@@ -399,28 +366,28 @@ def structure_stack(
     sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in jax.tree_util.tree_leaves(xs)}
     if len(sizes) != 1 or None in sizes:
         raise invalid("xs", "have the same leading batch axis on every leaf", f"leading sizes {sizes}")
-    if isinstance(arch_or_module, Architecture):
-        one = jax.eval_shape(arch_or_module.sample_input, jax.ShapeDtypeStruct((2,), jnp.uint32))  # shapes only: no key
+    if isinstance(module, Architecture):
+        one = jax.eval_shape(module.sample_input, jax.ShapeDtypeStruct((2,), jnp.uint32))  # shapes only: no key
         got, want = jax.tree_util.tree_leaves(xs), jax.tree_util.tree_leaves(one)
         ok = jax.tree_util.tree_structure(xs) == jax.tree_util.tree_structure(one) and all(
             np.ndim(g) == len(w.shape) + 1 and tuple(np.shape(g)[1:]) == tuple(w.shape) for g, w in zip(got, want))
         got = jax.tree_util.tree_map(np.shape, xs)
         if not ok:
             one_shapes = jax.tree_util.tree_map(lambda s: tuple(s.shape), one)
-            raise invalid("xs", f"be a batch of inputs of {arch_or_module.name!r}: a leading sample axis on "
+            raise invalid("xs", f"be a batch of inputs of {module.name!r}: a leading sample axis on "
                                 f"inputs of shape {one_shapes} (for one input use structure_matrix, or add the axis "
                                 f"with x[None])", f"shapes {got}")
     if sizes == {0}:
         raise invalid("xs", "hold at least one input", "an empty batch (leading axis of length 0)")
     first = jax.tree_util.tree_map(lambda leaf: leaf[0], xs)
     if check:
-        structure_matrix(arch_or_module, first, p=p, d=d, allow_general=allow_general)
-    if method == "closed" and not isinstance(arch_or_module, Architecture):
+        structure_matrix(module, first, p=p, d=d, allow_general=allow_general)
+    if method == "closed" and not isinstance(module, Architecture):
         raise invalid("method", "not be 'closed' for a plain module (method='closed' needs an Architecture: a plain "
                              "module has no closed form)", "'closed'")
-    if method in ("closed", "auto") and isinstance(arch_or_module, Architecture):
-        return _compiled(_closed_structure, arch_or_module, True, fast=False)(xs)
-    return _compiled(_autodiff_structure, arch_or_module, p, int(d), True)(xs)
+    if method in ("closed", "auto") and isinstance(module, Architecture):
+        return _compiled(_closed_structure, module, True, fast=False)(xs)
+    return _compiled(_autodiff_structure, module, p, int(d), True)(xs)
 
 
 def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
