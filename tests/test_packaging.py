@@ -70,3 +70,30 @@ def test_package_version_is_pyproject_version():
     import nqf
 
     assert nqf.__version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+#: what the science imports, by the distribution that provides it (an import name differs from it for sklearn)
+IMPORT_TO_DISTRIBUTION = {"sklearn": "scikit-learn"}
+BOOK_PACKAGES = {"papermill", "jupyter-book", "myst-nb", "myst-parser", "sphinx", "nbformat", "nbclient", "ipykernel",
+                 "jupyterlab", "sphinxcontrib-bibtex", "sphinx-mathjax-offline", "nqfbook"}
+
+
+def test_pip_install_nqf_gets_no_book_dependency():
+    """``pip install nqf`` (no extra) installs the science's dependencies only: none of the book's toolchain is
+    among them, and every package nqf/ imports is one of them (or the standard library)."""
+    import ast
+    import sys
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {re.match(r"[A-Za-z0-9_.\-]+", d).group(0).lower() for d in spec["dependencies"]}
+    assert not core & BOOK_PACKAGES, core & BOOK_PACKAGES
+    imported = set()
+    for path in sorted((ROOT / "nqf").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {IMPORT_TO_DISTRIBUTION.get(n, n) for n in imported - set(sys.stdlib_module_names) - {"nqf"}}
+    assert third_party <= core, f"nqf imports packages that `pip install nqf` does not install: {third_party - core}"
