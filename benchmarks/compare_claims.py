@@ -1,11 +1,15 @@
 """Compare two runs' claims files, claim by claim and verdict by verdict (issue 48's "identical" check).
 
     python benchmarks/compare_claims.py OLD_DIR NEW_DIR [--rtol 0]
+    python benchmarks/compare_claims.py --record benchmarks/verdicts-full.json _build/output/full/claims [--rtol 1e-9]
 
 ``OLD_DIR`` and ``NEW_DIR`` hold ``chNN.json`` claims files (``_build/output/quick/claims``). For each chapter
 it reports claims and verdicts present in one run only, outcomes that differ, and numbers (measured,
 predicted, bounds; a verdict's per-option mean, threshold, margin, uncertainty) that differ by more than
-``rtol`` relative (0: bit for bit). Exits 1 if anything differs beyond ``rtol``.
+``rtol`` relative (0: bit for bit). With ``--record``, the full build's verdicts are compared with the committed
+record of ``benchmarks/record_verdicts.py`` instead: outcomes, per-option outcomes and seeds exactly, the evidence
+(n, diverged runs, mean, threshold, margin, uncertainty) within ``rtol``. Exits 1 if anything differs beyond
+``rtol``.
 """
 
 from __future__ import annotations
@@ -89,12 +93,39 @@ def compare(old: Path, new: Path, rtol: float = 0.0) -> list[str]:
     return out
 
 
+def compare_record(record: Path, new: Path, rtol: float = 0.0) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from record_verdicts import collect
+
+    old, now = json.loads(record.read_text())["chapters"], collect(new)
+    out = [f"{ch}: chapter only in {'the record' if ch in old else 'the new build'}" for ch in sorted(set(old) ^ set(now))]
+    for ch in sorted(set(old) & set(now)):
+        a, b = old[ch], now[ch]
+        out += [f"{ch}: verdict only in {'the record' if n in a else 'the new build'}: {n}" for n in sorted(set(a) ^ set(b))]
+        for name in sorted(set(a) & set(b)):
+            x, y = a[name], b[name]
+            for k in ("outcome", "depends_on", "options", "seeds"):
+                if x.get(k) != y.get(k):
+                    out.append(f"{ch}: {name!r}: {k} {x.get(k)!r} -> {y.get(k)!r}")
+            for opt in sorted(set(x["evidence"]) & set(y["evidence"])):
+                for k, u in x["evidence"][opt].items():
+                    d = _differs(u, y["evidence"][opt].get(k), rtol)
+                    if d is not None:
+                        out.append(f"{ch}: {name!r} [{opt}]: {k} {u!r} -> {y['evidence'][opt].get(k)!r} (relative {d:.1e})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--rtol", type=float, default=0.0)
+    ap.add_argument("--record", action="store_true", help="OLD is the committed verdict record (a JSON file)")
     args = ap.parse_args(argv)
+    if args.record:
+        diffs = compare_record(args.old, args.new, args.rtol)
+        print("\n".join(diffs) if diffs else f"every verdict equals the record (rtol {args.rtol:g})")
+        return 1 if diffs else 0
     diffs = compare(args.old, args.new, args.rtol)
     n = len(list(args.old.glob("ch[0-9][0-9].json")))
     print("\n".join(diffs) if diffs else f"{n} chapters: every claim and verdict identical (rtol {args.rtol:g})")
