@@ -7,7 +7,7 @@ the public API, with what the user sees now.
 met at 25f02e5); a case marked ``neighbour`` is a new input of the same class that neither the issue nor
 tests/test_bad_input.py names (another wrong width, another bad optimiser name, ...). Each case calls the
 public API the way a user would: ``nqf.train``, ``nqf.optimizer``, ``nqf.diagnose``, ``nqf.gradient_flow``,
-``nqf.training.first_exceedance``, ``nqfbook.kit.start_chapter``, ``nqfbook.kit.by_fidelity``, and the runner
+``nqf.training.Agreement.window``, ``nqfbook.kit.start_chapter``, ``nqfbook.kit.by_fidelity``, and the runner
 ``python -m nqfbook --only chNN --fidelity quick -p ...`` as a child process.
 
 **Where they run.** Crash cases (and any case that could abort or run for long: huge step counts, a too tight
@@ -188,8 +188,8 @@ def _exceed(times, gap, threshold=0.1):
     import nqf
 
     np = _np()
-    return nqf.training.first_exceedance(np.asarray(times) if not isinstance(times, list) else times,
-                                np.asarray(gap) if not isinstance(gap, list) else gap, threshold)
+    return nqf.training.Agreement(threshold).window(np.asarray(times) if not isinstance(times, list) else times,
+                                                    np.asarray(gap) if not isinstance(gap, list) else gap)
 
 
 def _start(out_dir):

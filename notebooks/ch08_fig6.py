@@ -22,7 +22,7 @@ import numpy as np
 from nqf import quadratic_form
 from nqf.architectures import Architecture
 from nqf.model import mse
-from nqf.training import Runs, Stream, first_exceedance, optimizer, train
+from nqf.training import Agreement, Runs, Stream, optimizer, train
 
 
 class Pair(eqx.Module):
@@ -128,12 +128,12 @@ def online_teacher_student(arch: Architecture, seeds, learning_rates, *, d: int,
 
 
 def windows(run: OnlineRun, threshold: float, *, metric: str) -> np.ndarray:
-    """Per run: the agreement window, :func:`nqf.training.first_exceedance` of the gap (``metric`` ``"loss"`` or
+    """Per run: the agreement window, :meth:`nqf.training.Agreement.window` of the gap (``metric`` ``"loss"`` or
     ``"output"``; a non-finite gap has parted; ``inf``: never), then one documented censoring step: a window that
     never ends within the run counts as the run's length (a lower bound); ``nan`` for a diverged run (not judged).
     A non-finite gap occurs only in diverged runs (Fig. 6 at quick and at full)."""
     gap = run.loss_gap if metric == "loss" else run.output_gap
-    w = np.minimum(first_exceedance(run.steps, gap, threshold), float(run.steps[-1]))
+    w = np.minimum(Agreement(threshold).window(run.steps, gap), float(run.steps[-1]))
     return np.where(run.diverged, np.nan, w)
 
 

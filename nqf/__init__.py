@@ -49,10 +49,10 @@ from . import training as training
 from . import updates as updates
 
 # What is A(x) of my layer?
-from .structure import structure_matrix as structure_matrix
+from .structure._autodiff import structure_matrix as structure_matrix
 from .structure._pytree import pytree_structure_matrix as pytree_structure_matrix
-from .structure import structure_report as structure_report
-from .structure import check_hypotheses as check_hypotheses
+from .structure._autodiff import structure_report as structure_report
+from .structure._matrix_free import check_hypotheses as check_hypotheses
 from .structure import quadratic_form as quadratic_form
 from .architectures import Architecture as Architecture
 

@@ -22,7 +22,7 @@ import nqf  # noqa: E402
 from typing import ClassVar  # noqa: E402
 
 from nqf.architectures import REGISTRY, Architecture, multihead_attention, qk_attention, two_layer_mlp  # noqa: E402
-from nqf.structure import structure_matrix  # noqa: E402
+from nqf import structure_matrix  # noqa: E402
 from nqf.structure._autodiff import structure_error, structure_stack  # noqa: E402
 from helpers import BAD_INPUT, count_compilations  # noqa: E402
 

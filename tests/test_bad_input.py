@@ -166,23 +166,23 @@ def _tanh_module(W, x):
     return jnp.sum(W[-1] * jnp.tanh(W[:-1].T @ x))
 
 
-case("structure_matrix module not callable", TypeError, "module")(lambda: structure.structure_matrix(3, X3, p=4))
-case("structure_matrix p=0", ValueError, "p")(lambda: structure.structure_matrix(_tanh_module, X3, p=0))
-case("structure_matrix p=2.5", TypeError, "p")(lambda: structure.structure_matrix(_tanh_module, X3, p=2.5))
-case("structure_matrix d=0", ValueError, "d")(lambda: structure.structure_matrix(_tanh_module, X3, p=4, d=0))
-case("structure_matrix d=1.5", TypeError, "d")(lambda: structure.structure_matrix(_tanh_module, X3, p=4, d=1.5))
+case("structure_matrix module not callable", TypeError, "module")(lambda: nqf.structure_matrix(3, X3, p=4))
+case("structure_matrix p=0", ValueError, "p")(lambda: nqf.structure_matrix(_tanh_module, X3, p=0))
+case("structure_matrix p=2.5", TypeError, "p")(lambda: nqf.structure_matrix(_tanh_module, X3, p=2.5))
+case("structure_matrix d=0", ValueError, "d")(lambda: nqf.structure_matrix(_tanh_module, X3, p=4, d=0))
+case("structure_matrix d=1.5", TypeError, "d")(lambda: nqf.structure_matrix(_tanh_module, X3, p=4, d=1.5))
 case("structure_matrix int-valued module", TypeError, "module")(
-    lambda: structure.structure_matrix(lambda W, x: jnp.sum(W > 0).astype(jnp.int32), X3, p=4))
+    lambda: nqf.structure_matrix(lambda W, x: jnp.sum(W > 0).astype(jnp.int32), X3, p=4))
 case("structure_matrix complex-valued module", TypeError, "module")(
-    lambda: structure.structure_matrix(lambda W, x: jnp.sum(W).astype(jnp.complex128), X3, p=4))
-case("structure_matrix key=42", TypeError, "key")(lambda: structure.structure_matrix(_tanh_module, X3, p=4, key=42))
+    lambda: nqf.structure_matrix(lambda W, x: jnp.sum(W).astype(jnp.complex128), X3, p=4))
+case("structure_matrix key=42", TypeError, "key")(lambda: nqf.structure_matrix(_tanh_module, X3, p=4, key=42))
 case("structure_report rtol=-1 silent", ValueError, "rtol")(
-    lambda: structure.structure_report(_tanh_module, X3, p=4, rtol=-1.0))
+    lambda: nqf.structure_report(_tanh_module, X3, p=4, rtol=-1.0))
 case("structure_report rtol=nan", ValueError, "rtol")(
-    lambda: structure.structure_report(_tanh_module, X3, p=4, rtol=float("nan")))
+    lambda: nqf.structure_report(_tanh_module, X3, p=4, rtol=float("nan")))
 case("structure_report rtol='1e-6'", TypeError, "rtol")(
-    lambda: structure.structure_report(_tanh_module, X3, p=4, rtol="1e-6"))
-case("structure_report p=-1", ValueError, "p")(lambda: structure.structure_report(_tanh_module, X3, p=-1))
+    lambda: nqf.structure_report(_tanh_module, X3, p=4, rtol="1e-6"))
+case("structure_report p=-1", ValueError, "p")(lambda: nqf.structure_report(_tanh_module, X3, p=-1))
 case("structure_stack method unknown", ValueError, "method")(
     lambda: structure._autodiff.structure_stack(_mlp(), jnp.ones((2, 3)), method="magic"))
 case("nqf_expansion W wrong rows", BAD_INPUT, "W")(
@@ -327,11 +327,6 @@ case("switch_on_time r=0", ValueError, "r")(lambda: solutions.switch_on_time(0.0
 case("switch_on_time rho=1.5", ValueError, "rho")(lambda: solutions.switch_on_time(1.0, 1.0, 1e-3, rho=1.5))
 case("switch_on_time a=0", ValueError, "a")(lambda: solutions.switch_on_time(1.0, 1.0, 1e-3, a=0.0))
 case("switch_on_time z0 above the plateau", ValueError, "z0")(lambda: solutions.switch_on_time(1.0, 1.0, 2.0))
-case("switch_on_time_asymptotic zeta=0 silent", ValueError, "zeta")(
-    lambda: solutions._lotka_volterra.switch_on_time_asymptotic(0.0, 1e-3))
-case("switch_on_time_asymptotic zeta<0 silent", ValueError, "zeta")(
-    lambda: solutions._lotka_volterra.switch_on_time_asymptotic(-1.0, 1e-3))
-case("switch_on_time_asymptotic eps=2", ValueError, "eps")(lambda: solutions._lotka_volterra.switch_on_time_asymptotic(1.0, 2.0))
 case("logistic_solution z0<0", ValueError, "z0")(lambda: solutions.logistic_solution(1.0, 1.0, 1.0, -1e-3))
 case("logistic_solution C_kk=-1", ValueError, "C_kk")(lambda: solutions.logistic_solution(1.0, 1.0, -1.0, 1e-3))
 case("features P not orthogonal silent", ValueError, "P")(lambda: solutions.features(M0, 2.0 * jnp.eye(P_)))
@@ -412,7 +407,7 @@ case("nqf_sgd eta<0 silent", ValueError, "eta")(lambda: updates.nqf_sgd(_state()
 case("lv_coefficients all-zero A silent", ValueError, "data")(
     lambda: solutions.lv_coefficients(model.NQFData(jnp.zeros((M_, P_, P_)), jnp.ones(M_))))
 case("structure_report module returns NaN silent", ValueError, "module")(
-    lambda: structure.structure_report(lambda W, x: jnp.sum(W) * jnp.nan, X3, p=4))
+    lambda: nqf.structure_report(lambda W, x: jnp.sum(W) * jnp.nan, X3, p=4))
 case("structure_stack xs without batch axis", ValueError, "xs")(lambda: structure._autodiff.structure_stack(_mlp(), X3))
 case("structure_stack empty batch", ValueError, "xs")(lambda: structure._autodiff.structure_stack(_mlp(), jnp.ones((0, 3))))
 case("cnn activation string", TypeError, "activation")(
@@ -469,8 +464,8 @@ case("compare_with_nqf float32 model", ValueError, "params")(
 case("compare_with_nqf optimizer uncalled factory", TypeError, "optimizer")(
     lambda: training.compare_with_nqf(_mlp(), (jnp.ones((5, 3)), jnp.ones(5)), optax.adam, num_steps=2,
                                       params=0.01 * jnp.ones((4, 3))))
-case("first_exceedance gap without time axis", BAD_INPUT, "gap")(
-    lambda: training.first_exceedance(np.arange(3), np.float64(0.1), 0.1))
+case("Agreement.window gap without time axis", BAD_INPUT, "gap")(
+    lambda: training.Agreement(0.1).window(np.arange(3), np.float64(0.1)))
 case("relative_gap shapes differ", ValueError, "a")(lambda: training.relative_gap(np.ones((3, 2)), np.ones((3, 3))))
 
 
@@ -696,8 +691,8 @@ def test_30_obscure_gradient_flow_the_old_positional_order_is_named():
     (np.arange(2), np.array(["a", "b"]), "gap"), (np.array(["a", "b"]), np.array([0.0, 1.0]), "times"),
     (np.arange(2), np.array([0j, 1.0]), "gap"), (np.arange(2), np.array([object(), 1.0]), "gap"),
 ], ids=["nothing recorded", "no records for 3 runs", "string gap", "string times", "complex gap", "object gap"])
-def test_30_obscure_first_exceedance_empty_or_non_numeric_records(times, gap, name):
-    _raises_naming(BAD_INPUT + (TypeError,), name, lambda: training.first_exceedance(times, gap, 0.1))
+def test_30_obscure_agreement_window_empty_or_non_numeric_records(times, gap, name):
+    _raises_naming(BAD_INPUT + (TypeError,), name, lambda: training.Agreement(0.1).window(times, gap))
 
 
 @pytest.mark.parametrize("times, threshold, name", [
@@ -705,10 +700,10 @@ def test_30_obscure_first_exceedance_empty_or_non_numeric_records(times, gap, na
     ([2, 1, 0], 0.1, "times"), ([0, 2, 1], 0.1, "times"), ([0, 0, 1], 0.1, "times"), ([0, np.nan, 2], 0.1, "times"),
     ([0, 1, np.inf], 0.1, "times"),
 ])
-def test_30_silent_first_exceedance_a_threshold_or_steps_that_cannot_be_right(times, threshold, name):
+def test_30_silent_agreement_window_a_threshold_or_steps_that_cannot_be_right(times, threshold, name):
     gap = np.array([0.0, 0.05, 0.5])
-    _raises_naming(ValueError, name, lambda: training.first_exceedance(np.array(times, dtype=float), gap, threshold))
-    assert float(training.first_exceedance(np.arange(3), gap, 0.1)) == 2.0  # the good call answers
+    _raises_naming(ValueError, name, lambda: training.Agreement(threshold).window(np.array(times, dtype=float), gap))
+    assert float(training.Agreement(0.1).window(np.arange(3), gap)) == 2.0  # the good call answers
 
 
 @pytest.mark.parametrize("value", [["a"], [0.1, "a"], "0.1", {"a": 1.0}, [[0.1]], [None]])
@@ -811,10 +806,10 @@ def _global_module(W, x):  # reads a global that changes: a cache keyed on the f
 def test_structure_matrix_never_returns_a_result_for_other_inputs():
     global SCALE
     SCALE = 1.0
-    A1 = structure.structure_matrix(_global_module, X3, p=4)
+    A1 = nqf.structure_matrix(_global_module, X3, p=4)
     SCALE = 2.0
     try:
-        A2 = structure.structure_matrix(_global_module, X3, p=4)
+        A2 = nqf.structure_matrix(_global_module, X3, p=4)
     finally:
         SCALE = 1.0
     np.testing.assert_allclose(np.asarray(A2), 2.0 * np.asarray(A1), rtol=1e-12)
@@ -833,8 +828,8 @@ class _EqModule:
 
 
 def test_unhashable_callable_module_is_accepted():
-    A = structure.structure_matrix(_EqModule(), X3, p=4)
-    np.testing.assert_allclose(np.asarray(A), np.asarray(structure.structure_matrix(_tanh_module, X3, p=4)))
+    A = nqf.structure_matrix(_EqModule(), X3, p=4)
+    np.testing.assert_allclose(np.asarray(A), np.asarray(nqf.structure_matrix(_tanh_module, X3, p=4)))
 
 
 # ------------------------------------------------ values that exist only under jit
@@ -857,8 +852,8 @@ def test_equinox_module_as_the_module_is_accepted():
         def __call__(self, W, x):
             return self.scale * _tanh_module(W, x)
 
-    A = structure.structure_matrix(Scaled(jnp.asarray(2.0)), X3, p=4)
-    np.testing.assert_allclose(np.asarray(A), 2.0 * np.asarray(structure.structure_matrix(_tanh_module, X3, p=4)),
+    A = nqf.structure_matrix(Scaled(jnp.asarray(2.0)), X3, p=4)
+    np.testing.assert_allclose(np.asarray(A), 2.0 * np.asarray(nqf.structure_matrix(_tanh_module, X3, p=4)),
                                rtol=1e-12)
 
 

@@ -10,7 +10,7 @@ import pytest
 import nqf
 from helpers import BAD_INPUT
 from nqf.training import Agreement, Track, compare_with_nqf
-from nqf.structure import check_hypotheses
+from nqf import check_hypotheses
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 

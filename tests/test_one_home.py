@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import nqf.training._agreement as agreement
-from nqf.training import first_crossing, first_exceedance
+from nqf.training import Agreement, first_crossing
 
 ROOT = Path(__file__).resolve().parents[1]
 MOVED = -7.0  # "never", moved: a reader that follows the one home returns this
@@ -42,7 +42,7 @@ def _readers():
     v = np.zeros(5)
     return {
         "first_crossing": first_crossing(t, v, 1.0),
-        "first_exceedance (agreement window)": first_exceedance(t, v[None], 0.5)[0],
+        "Agreement.window": Agreement(0.5).window(t, v[None])[0],
         "nqfbook.kit.crossing_time": crossing_time(t, v, 1.0),
         "ch06's half_times": ch06_fig2.half_times(t, v[:, None])[0],
         "the singular-limit sweep": np.asarray(sweep_crossing(t, v[None, :, None], np.ones((1, 1)),

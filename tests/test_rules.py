@@ -21,7 +21,7 @@ from nqf._checks import check_float64, check_record_every
 from nqf.structure._models import module_function
 from nqf.structure._neurons import NeuronPacking
 from nqf.structure import _probes
-from nqf.training import first_crossing, first_exceedance
+from nqf.training import Agreement, first_crossing
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 NQF = Path(nqf.__file__).resolve().parent
@@ -117,7 +117,7 @@ def test_the_four_old_versions_are_options_of_the_one_rule():
     gap = rng.uniform(0, 0.2, size=(5, 40))
     gap[1, 3] = np.nan
     old = np.where((~(gap <= 0.1)).any(-1), t[np.argmax(~(gap <= 0.1), axis=-1)], np.inf)
-    np.testing.assert_array_equal(first_exceedance(t, gap, 0.1), old)
+    np.testing.assert_array_equal(Agreement(0.1).window(t, gap), old)
 
 
 # ----------------------------------------------------------------- record_every divides num_steps
@@ -167,9 +167,9 @@ def test_model_resolution_one_rule_typeerror_for_a_wrong_kind():
     x = jnp.ones(3)
     # every caller, the same kind of error
     with pytest.raises(TypeError, match="module"):
-        structure.structure_matrix(3, x, p=4)
+        nqf.structure_matrix(3, x, p=4)
     with pytest.raises(TypeError, match="params"):
-        structure.pytree_structure_matrix(None, params, x, 1)
+        nqf.pytree_structure_matrix(None, params, x, 1)
     with pytest.raises(TypeError, match="model"):
         nqf.diagnose(params, (x[None], jnp.ones(1)), optax.sgd(0.1), num_steps=10)
     with pytest.raises(TypeError, match="model"):
@@ -211,8 +211,8 @@ def test_dense_and_matrix_free_probes_read_smoothness_alike():
     for act, smooth in ((jnp.tanh, True), (jax.nn.relu, False)):
         def f(W, x, act=act):
             return jnp.sum(W[3] * act(W[:3].T @ x))
-        rep = structure.structure_report(f, x, p=4)
-        chk = structure.check_hypotheses(f, 0.3 * jnp.ones((4, 3)), x)
+        rep = nqf.structure_report(f, x, p=4)
+        chk = nqf.check_hypotheses(f, 0.3 * jnp.ones((4, 3)), x)
         assert rep.smooth_at_zero == smooth == (chk.smooth_ratio >= _probes.SMOOTH_RATIO)
 
 
@@ -232,13 +232,13 @@ def test_the_matrix_free_probe_compiles_once_per_module_with_the_fast_options():
         return jnp.sum(W[3] * jnp.sin(W[:3].T @ x))
 
     W = 0.3 * jnp.ones((4, 3))
-    chk = structure.check_hypotheses(f, W, x)
+    chk = nqf.check_hypotheses(f, W, x)
     W2, x2 = 0.5 * W, 2.0 * x
     with count_compilations() as seen:
-        again = structure.check_hypotheses(f, W2, x2)
+        again = nqf.check_hypotheses(f, W2, x2)
     assert seen == [] and again.finite
     with count_compilations() as seen:
-        structure.check_hypotheses(g, W, x)
+        nqf.check_hypotheses(g, W, x)
     assert len(seen) == 1
     import equinox as eqx
 

@@ -13,7 +13,7 @@ from nqf.architectures import qk_attention# noqa: E402
 from nqf.structure import remainder_scaling  # noqa: E402
 from nqf.structure._expansion import nqf_expansion  # noqa: E402
 from nqf.architectures import two_layer_mlp# noqa: E402
-from nqf.structure import structure_matrix, structure_report  # noqa: E402
+from nqf import structure_matrix, structure_report  # noqa: E402
 from nqf.structure._autodiff import structure_stack  # noqa: E402
 
 KEY = jax.random.PRNGKey(7)

@@ -36,14 +36,11 @@ def test_switch_on_time_equals_eq158():
         np.testing.assert_allclose(solutions.switch_on_time(R3, C, c_k * eps, a=a), eq158, rtol=1e-13)
 
 
-def test_step_limits_and_rescaled_time():
+def test_step_limits():
     tau = np.array([0.5, 1.5, 3.0, 20.0])
     np.testing.assert_allclose(solutions.feature_step_loss(tau, np.ones(3), np.array([1.0, 0.5, 0.25]), a=1.0), [3, 2, 1, 0])
     np.testing.assert_allclose(solutions.feature_step_loss(tau, np.ones(3), np.array([1.0, 0.5, 0.25]), a=2.0), [2, 1, 0, 0])
     np.testing.assert_allclose(solutions.sample_step_loss(tau, np.array([2.0, 1.0]), np.array([1.0, 0.5])), [2.5, 0.5, 0.0, 0.0])
-    assert solutions._sudden.rescaled_time(np.log(1e10), 1e-10) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="eps"):
-        solutions._sudden.rescaled_time(1.0, 1.0)
 
 
 def test_crossing_time_intercept_fit_and_step_deviation():

@@ -11,7 +11,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from nqf import structure  # noqa: E402
+import nqf  # noqa: E402
 from nqf._checks import theorem1_tolerance  # noqa: E402
 from nqf.structure._matrix_free import require_hypotheses  # noqa: E402
 
@@ -31,9 +31,9 @@ def _broken(kind: str, delta: float):
 
 def _verdicts(f) -> tuple[bool, bool]:
     """(dense accepts, matrix-free accepts)."""
-    rep = structure.structure_report(f, X3, p=4)
+    rep = nqf.structure_report(f, X3, p=4)
     try:
-        require_hypotheses(structure.check_hypotheses(f, W, X3), "planted")
+        require_hypotheses(nqf.check_hypotheses(f, W, X3), "planted")
         loose = True
     except ValueError:
         loose = False

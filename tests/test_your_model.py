@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.solutions._plateaus import learned_levels, loss_plateau_ends, mode_plateau_ends
+from nqf.solutions._plateaus import learned_levels, mode_plateau_ends
 from nqf.structure import neuron_weights
 
 from helpers import count_compilations
@@ -163,11 +163,6 @@ def test_plateau_rule_on_a_logistic_staircase():
     levels = learned_levels(t, lam)
     np.testing.assert_allclose(levels, s, rtol=1e-5)
     np.testing.assert_allclose(mode_plateau_ends(t, lam, levels), t_on, atol=1e-3)
-    # the loss staircase: each mode removes c_k; plateaus L_0 > L_1 > L_2 > L_3
-    c = np.array([3.0, 1.0, 0.3])
-    loss = 0.05 + np.sum(c * (1 - _sigmoid(a * (t[:, None] - t_on))), axis=1)
-    L = 0.05 + np.concatenate([[c.sum()], c.sum() - np.cumsum(c)])
-    np.testing.assert_allclose(loss_plateau_ends(t, loss, L), t_on, atol=2e-3)
     # a mode that has not settled by the end of the record is not a learned mode
     lam2 = lam.copy()
     lam2[:, 2] = 0.5 * _sigmoid(0.8 * (t - 58.0)) + eps

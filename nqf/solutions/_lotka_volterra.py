@@ -19,24 +19,12 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import is_concrete, as_real_array, check_tolerance
-from .._checks import check_ndim
-from .._checks import check_positive
-from .._checks import check_shape
-from .._checks import require_x64
-from .._types import ArrayLike
-from .._types import Matrix
-from .._types import StructureStack
-from ..flow._flow import ODEOptions
-from ..flow._flow import ODESolution
-from ..flow._flow import solve_ode
-from ..model._data import NQFData
-from ..model._data import require_data
-from ..model._model import check_dataset
-from ..model._model import check_order_parameter
-from .._checks import invalid
-
+from .._checks import (as_real_array, check_finite, check_ndim, check_positive, check_shape, check_tolerance, invalid,
+                       is_concrete, require_x64)
+from .._types import ArrayLike, Matrix, StructureStack
+from ..flow._flow import ODEOptions, ODESolution, solve_ode
+from ..model._data import NQFData, require_data
+from ..model._model import check_dataset, check_order_parameter
 
 
 class LotkaVolterra(NamedTuple):
@@ -205,23 +193,6 @@ def growth_and_competition(
     check_shape("ys", ys, (lam.shape[0],), "one target per sample")
     m = lam.shape[0]
     return 8.0 / m * lam.T @ jnp.asarray(ys, dtype=float), 8.0 / m * lam.T @ lam
-
-
-def switch_on_time_asymptotic(zeta, eps, *, a: float = 1.0):
-    r"""Leading-order switch-on time $t^*_k \approx \ln(1/\epsilon)/(a\,\zeta_k)$ (Thm 8, Eq. 153).
-
-    ``a = 1`` under Theorem 6 ($\zeta_k = r_k$), ``a = 2`` under Theorem 7 ($\zeta_k=\gamma_k$).
-    """
-    check_positive("eps", eps)
-    if not float(eps) < 1.0:
-        raise invalid("eps", 'be in (0, 1) (a small initialisation scale)', f'{eps!r}')
-    check_positive("a", a)
-    as_real_array("zeta", zeta)
-    zeta = np.asarray(zeta, dtype=float)
-    check_finite("zeta", zeta)
-    if np.any(zeta <= 0):
-        raise invalid("zeta", 'be > 0 (growth rate of a mode that is learned)', f'min {float(np.min(zeta))!r}')
-    return np.log(1.0 / eps) / (a * zeta)
 
 
 def saxe_learning_time(s: float, u0: float, uf: float, *, tau: float = 1.0) -> float:

@@ -15,9 +15,7 @@ times between records linearly interpolated. For a logistic switch-on this is ex
   $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the **prediction**
   assigns it at its end (in :func:`nqf.diagnose`: the NQF trained by the user's optimiser, ``horizon`` times the
   run). A mode counts as learned when that level is at least ``GROWTH`` = 10 times the largest initial
-  eigenvalue and has settled (it changed by less than ``SETTLED`` = 10 % over the last fifth of the record);
-* on a loss curve with known plateau levels $L_0 > L_1 > \dots$ (``loss_plateau_ends``): plateau
-  $k$ ends when the loss first falls below $(L_{k-1} + L_k)/2$.
+  eigenvalue and has settled (it changed by less than ``SETTLED`` = 10 % over the last fifth of the record).
 
 The same levels (theory) serve the prediction and the measurement, so a measured end is never read with
 a threshold taken from the measured run. The tolerance of a measured end and the range of validity come from the
@@ -42,7 +40,7 @@ from .._types import ArrayLike
 from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
-from ..training import Comparison, Track, compare_with_nqf, first_crossing, first_exceedance
+from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -72,16 +70,6 @@ def mode_plateau_ends(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLik
     lv = np.asarray(levels, dtype=float)
     e = np.asarray(eigenvalues, dtype=float)[:, : lv.size]
     return first_crossing(times, e, HALF * lv)
-
-
-def loss_plateau_ends(times: Float[ArrayLike, " T"], loss: Float[ArrayLike, " T"],
-                      levels: Float[ArrayLike, " K1"]) -> np.ndarray:
-    r"""End of each plateau of a loss curve with plateau levels $L_0 > L_1 > \dots > L_K$ (``(K+1,)``): the
-    first time the loss falls below $(L_{k-1}+L_k)/2$ (the rule); ``(K,)``."""
-    lv = np.asarray(levels, dtype=float)
-    mids = lv[:-1] + HALF * (lv[1:] - lv[:-1])
-    L = np.asarray(loss, dtype=float)
-    return first_crossing(times, np.repeat(L[:, None], mids.size, axis=1), mids, rising=False)
 
 
 class PlateauEnds(NamedTuple):
@@ -119,7 +107,7 @@ def validity_end(run: ModelRun) -> float:
     if run.diverged:
         return float("nan")
     bound = 2.0 * running_mean(run.nqf_steps, run.divergence)
-    return float(first_exceedance(run.nqf_steps, bound, run.threshold))
+    return float(Agreement(run.threshold).window(run.nqf_steps, bound))
 
 
 class Diagnosis(NamedTuple):
@@ -467,8 +455,6 @@ def _run_diverged(label, batch_loss, final, lr_note):
     k = int(np.argmax(bad | big))
     what = "became non-finite" if bad[k] else f"grew from {L0:.4g} to {allv[k]:.3g}"
     return f"the {label}'s loss {what} by step {k}: the optimiser diverges ({lr_note})"
-
-
 
 
 def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):

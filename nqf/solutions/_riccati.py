@@ -31,12 +31,6 @@ def isotropy_residual(As: StructureStack, c: float) -> float:
     return float(np.max(np.abs(T - target)) / c)
 
 
-def target_matrix(data: NQFData) -> Float[Array, "p p"]:
-    r"""$Y = \frac4m\sum_\mu y_\mu A(x_\mu)$ (Thm 7, Eq. 252)."""
-    data = require_data(data)
-    return 4.0 / data.m * jnp.einsum("m,mij->ij", data.ys, data.As)
-
-
 def riccati_solution(
     t: Float[ArrayLike, " T"], Y: Float[ArrayLike, "p p"], M0: Matrix, c: float
 ) -> Float[Array, "T p p"]:

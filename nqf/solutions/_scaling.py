@@ -17,11 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_finite, check_ndim, check_positive, check_shape, failed, invalid, require_x64
-from .._checks import wrong_kind
+from .._checks import check_finite, check_ndim, check_positive, check_shape, failed, invalid, require_x64, wrong_kind
 from .._fit import fit_line
 from .._types import ArrayLike
-from ..flow._flow import ODEOptions, integrate, succeeded
+from ..flow._flow import integrate, ODEOptions, succeeded
 
 
 def _real(name: str, value) -> float:
@@ -100,24 +99,6 @@ def effective_exponent(alpha1: float, alpha2: float, log_ratio) -> np.ndarray | 
                       f"denominators {np.asarray(den)[np.asarray(den) <= 0][:5]} (log_ratio too small for "
                       f"alpha1 - alpha2 = {a1 - a2!r})")
     return (a1 - 1.0) / den
-
-
-def effective_exponent_time(alpha1: float, alpha2: float, t, eps: float, *, const: float = 0.0) -> np.ndarray | float:
-    r"""Eq. (295): the effective exponent as a function of time,
-    $k_\mathrm{eff}(t)\approx\frac{\alpha_1-1}{\alpha_2}\big[1 + \frac{\alpha}{\ln(1/\epsilon) + \alpha\ln\ln(1/\epsilon) + C - \alpha\ln t}\big]$
-    with $\alpha = (\alpha_1-\alpha_2)/\alpha_2$ and the constant $C$ of Eq. (293) (``const``). It grows
-    with $t$; it is the leading-order form of :func:`effective_exponent`."""
-    a1, a2 = _real("alpha1", alpha1), _real("alpha2", alpha2)
-    k0 = feature_exponent(a1, a2)
-    e = _real("eps", eps)
-    if not 0 < e < 1:
-        raise invalid("eps", 'lie in (0, 1)', f'{e!r}')
-    t = np.asarray(t, dtype=float)
-    if np.any(t <= 0):
-        raise invalid("t", "be > 0", f"min {np.min(t)!r}")
-    al = (a1 - a2) / a2
-    L = np.log(1 / e)
-    return k0 * (1.0 + al / (L + al * np.log(L) + _real("const", const) - al * np.log(t)))
 
 
 def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: float | None = None) -> float:

@@ -18,24 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_ndim
-from .._checks import check_shape
-from .._checks import require_x64
+from .._checks import check_ndim, check_shape, failed, invalid, require_x64, wrong_kind
 from .._types import ArrayLike
-from ..flow._flow import ODEOptions
-from ..flow._flow import integrate
-from ..flow._flow import solve_ode
-from ..flow._sharding import check_mesh
-from ..flow._sharding import sharded_vmap
-from ..model._data import NQFData
-from ..model._data import require_data
-from ._implicit import fixed_point
-from ._implicit import implicit_time
+from ..flow._flow import integrate, ODEOptions, solve_ode
+from ..flow._sharding import check_mesh, sharded_vmap
+from ..model._data import NQFData, require_data
+from ._implicit import fixed_point, implicit_time
 from ..training import first_crossing
-from .._checks import invalid
-from .._checks import failed
-from .._checks import wrong_kind
-
 
 
 def sample_growth_rates(lambdas: Float[ArrayLike, "m p"], ys: Float[ArrayLike, " m"]) -> Float[Array, " m"]:
@@ -126,14 +115,6 @@ def _switch_on_logistic(lambdas, ys, z0, rho):
 
 
 # ------------------------------------------------------------------ feature-wise switch-on
-
-
-def rescaled_time(t, eps):
-    r"""$\tau = t/\ln(1/\epsilon)$, the clock in which the singular limit is a step function."""
-    eps = np.asarray(eps, dtype=float)
-    if np.any(eps <= 0) or np.any(eps >= 1):
-        raise invalid("eps", 'lie in (0, 1)', f'{eps}')
-    return np.asarray(t, dtype=float) / np.log(1.0 / eps)
 
 
 def feature_excess_loss(z, V, z_inf) -> Float[Array, "..."]:

@@ -15,12 +15,9 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import check_finite
-from .._checks import check_shape
-from .._checks import invalid
+from .._checks import check_finite, check_shape, invalid
 from .._fit import loglog_slope
-from .._types import ArrayLike
-from .._types import Input
+from .._types import ArrayLike, Input
 from ..architectures import Architecture
 
 

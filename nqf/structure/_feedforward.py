@@ -14,11 +14,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
-from .._checks import is_concrete
-from .._checks import check_finite
-from .._checks import invalid
-from .._types import ArrayLike
-from .._types import Input
+from .._checks import check_finite, invalid, is_concrete
+from .._types import ArrayLike, Input
 from ..architectures import Architecture
 
 

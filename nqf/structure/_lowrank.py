@@ -24,8 +24,6 @@ matrix-free form.
 
 from __future__ import annotations
 
-from typing import Any
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp

@@ -24,8 +24,8 @@ from .._checks import check_key, invalid, theorem1_tolerance
 from .._random import normal, split
 from ..architectures import Architecture
 from ._neurons import split_params
-from ._probes import fast_filter_jit, permute_neurons, taylor_ratio, taylor_residuals, taylor_step, taylor_steps
-from ._probes import zero_neuron
+from ._probes import (fast_filter_jit, permute_neurons, taylor_ratio, taylor_residuals, taylor_step, taylor_steps,
+                      zero_neuron)
 
 
 def module_out(apply, tr, frozen, x):

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
-import jax
 from jaxtyping import Array, Float
 
 from .._types import Input

@@ -12,13 +12,9 @@ import jax
 import numpy as np
 from .._checks import invalid
 from .._fit import loglog_slope
-from .._types import ArrayLike
-from .._types import Input
+from .._types import ArrayLike, Input
 from ..architectures import Architecture
-from ._autodiff import StructureReport
-from ._autodiff import _input_dtype
-from ._autodiff import _report
-from ._autodiff import relative_error
+from ._autodiff import _input_dtype, _report, relative_error, StructureReport
 
 
 class Theorem1Check(NamedTuple):

@@ -1,9 +1,8 @@
 r"""THE agreement rule: one gap (:func:`relative_gap`) and one first crossing (:func:`first_crossing`).
 
 Every "when does a recorded quantity first reach a level" of the package and the book is
-:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 10 (:func:`first_exceedance`
-of a :func:`relative_gap`: the first *recorded* step at which the gap reaches the threshold, a non-finite
-gap counting as parted: a run that blew up does not agree), the plateau ends of
+:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 10
+(:meth:`nqf.training.Agreement.window` of a :func:`relative_gap`), the plateau ends of
 :func:`nqf.solutions.diagnose` (interpolated, half-way), the half-times of Fig. 2 and the measured
 crossing times of the chapters (:func:`nqfbook.kit.crossing_time`).
 """
@@ -13,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Real
 
-from .._checks import check_int, check_option, check_positive, invalid, wrong_kind
+from .._checks import check_int, check_option, invalid, wrong_kind
 from .._types import ArrayLike
 
 
@@ -124,20 +123,3 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
         out = np.where(ok, t[prev] + frac * (t[first] - t[prev]), out)
     return np.where(crossed, out, NEVER)
 
-
-def first_exceedance(times: Real[ArrayLike, " T"], gap: Float[ArrayLike, "*B T"], threshold: float) -> np.ndarray:
-    """The agreement window: the first record time ``times`` (the recorded steps) at which ``gap`` (last axis: time)
-    reaches ``threshold``
-    or is not finite (:func:`first_crossing` with ``nan_crosses=True``, no interpolation).
-
-    Returns an array of shape ``gap.shape[:-1]`` of floats: the step, or ``inf`` where the gap stays below the
-    threshold. A NaN or infinite gap (a diverged run) counts as parted. ``threshold`` is a finite number > 0 (a
-    gap is >= 0: a threshold <= 0 would be reached at the first record, whatever the runs); ``times`` finite and
-    strictly increasing; at least one record.
-    """
-    times, gap = _times(_reals("times", times)), _reals("gap", gap)
-    check_positive("threshold", threshold)
-    if times.ndim != 1 or gap.ndim < 1 or gap.shape[-1] != times.shape[0]:
-        raise invalid("gap", f"have the recorded steps on its last axis ({times.shape[0] if times.ndim == 1 else '?'} "
-                             f"of them, `times` must be 1-D)", f"times {times.shape} and gap {gap.shape}")
-    return first_crossing(times, gap, threshold, axis=-1, interpolate=False, nan_crosses=True)

@@ -20,7 +20,7 @@ import numpy as np
 from .._checks import check_float64, check_int, check_key, check_record_every, invalid, wrong_kind
 from ..model import MSE, mse
 from ..structure import HypothesisCheck, QuadraticForm, quadratic_form
-from ._agreement import first_exceedance, relative_gap
+from ._agreement import _reals, _times, first_crossing, relative_gap
 from ._trainer import Minibatches, Runs, Stream, as_optimizer, train
 
 TRACKABLE = ("loss", "step_loss", "probe_loss", "outputs", "singular_values", "model_outputs", "gram")
@@ -28,8 +28,8 @@ TRACKABLE = ("loss", "step_loss", "probe_loss", "outputs", "singular_values", "m
 
 class Agreement(eqx.Module):
     """THE agreement rule as an option: the window ends at the first recorded step at which the relative gap
-    (:func:`relative_gap`) between the two runs' quantity ``on`` reaches ``threshold`` or is not finite
-    (:func:`first_exceedance`; never: ``inf``). ``on=None``: ``"outputs"`` when tracked, else the first tracked."""
+    (:func:`relative_gap`) between the two runs' quantity ``on`` reaches ``threshold`` or is not finite (a run that
+    blew up does not agree; never: ``inf``). ``on=None``: ``"outputs"`` when tracked, else the first tracked."""
 
     threshold: float = eqx.field(static=True, default=0.1)
     on: str | None = eqx.field(static=True, default=None)
@@ -39,10 +39,14 @@ class Agreement(eqx.Module):
         if isinstance(t, bool) or not isinstance(t, (float, int, np.floating)) or not 0.0 < float(t) < 1.0:
             raise invalid("threshold", "be a number in (0, 1)", repr(t))
 
-    def window(self, steps, a, b, *, time_axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """``(gap, window)`` of the records ``a`` (the model's) and ``b`` (the NQF's) at the recorded ``steps``."""
-        gap = relative_gap(a, b, time_axis=time_axis)
-        return gap, first_exceedance(steps, gap, float(self.threshold))
+    def window(self, times, gap) -> np.ndarray:
+        """The agreement window of a ``gap`` ``(*B, T)`` (time last) recorded at ``times`` ``(T,)`` (the recorded
+        steps): shape ``(*B,)``, the first recorded step (no interpolation) of :func:`first_crossing` at
+        ``threshold``, a NaN gap counting as crossed; ``inf``: never."""
+        t, gap = _times(_reals("times", times)), _reals("gap", gap)
+        if gap.ndim < 1 or gap.shape[-1] != t.size:
+            raise invalid("gap", f"have the {t.size} records of `times` on its last axis", f"shape {gap.shape}")
+        return first_crossing(t, gap, float(self.threshold), axis=-1, interpolate=False, nan_crosses=True)
 
 
 class Track(eqx.Module):
@@ -366,7 +370,8 @@ def _comparison(runs, track, batched, frozen, extra) -> Comparison:
     T = len(runs["module"].steps)
     nb = 1 if batched else 0
     first_T = np.asarray(rq[on])[(slice(None),) * nb + (slice(0, T),)]  # the NQF's records on the model's steps
-    gap, window = track.agreement.window(runs["module"].steps, rm[on], first_T, time_axis=nb)
+    gap = relative_gap(rm[on], first_T, time_axis=nb)
+    window = track.agreement.window(runs["module"].steps, gap)
     final = {k: runs[k].params if batched else eqx.combine(runs[k].params, frozen) for k in runs}
     return Comparison(runs["module"].steps, rm, rq, {k: runs[k].batch_loss for k in runs}, gap, window,
                       float(track.agreement.threshold), on, final, *extra)

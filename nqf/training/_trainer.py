@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._checks import check_callable, check_finite, check_int, check_key, check_option, check_optimizer
-from .._checks import check_positive, check_record_every, failed, invalid, wrong_kind
+from .._checks import (check_callable, check_finite, check_int, check_key, check_optimizer, check_option,
+                       check_positive, check_record_every, failed, invalid, wrong_kind)
 from ..model import mse_loss
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
