@@ -1,12 +1,5 @@
-r"""Implicit solutions of Theorems 4 and 5 (Eqs. 34 and 36) by quadrature.
-
-Both theorems reduce the flow to an auxiliary scalar obeying the autonomous equation
-$\dot\xi = g(\xi)$, $g(s) = \sum_j a_je^{-b_js} - c$ with every $a_jb_j \ge 0$ (so $g$ is
-non-increasing), written in the paper as the implicit quadrature $t = \int_0^{\xi(t)}ds/g(s)$.
-This module evaluates that quadrature and inverts it, without integrating any differential
-equation: :func:`implicit_xi` gives $\xi(t)$ (and $\dot\xi$), :func:`implicit_time` gives
-$t(\xi)$, :func:`fixed_point` the limit $\xi_\infty$.
-"""
+r"""Theorems 4 and 5 (Eqs. 34, 36) by quadrature: $t = \int_0^{\xi}ds/g(s)$, $g(s) = \sum_j a_je^{-b_js} - c$
+(every $a_jb_j \ge 0$), inverted without an ODE."""
 
 from __future__ import annotations
 

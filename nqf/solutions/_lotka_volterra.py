@@ -1,16 +1,6 @@
-r"""The Lotka–Volterra reduction of the NQF flow (Sec. 5) and its closed forms.
-
-Under Assumption 1 the structure matrices commute, $A(x_\mu) = P\Lambda_\mu P^\top$,
-and the features $z_k = (P^\top M P)_{kk}$ obey the generalised Lotka–Volterra
-equation (32)
-
-$$ \dot z_k = z_k\Big(r_k - \sum_j C_{kj} z_j\Big),\quad
-   r_k = \frac8m\sum_\mu \lambda_{\mu,k} y_\mu,\quad
-   C_{kj} = \frac8m\sum_\mu \lambda_{\mu,k}\lambda_{\mu,j}. $$
-
-With orthogonal features ($C$ diagonal, Thm 6) each mode is a logistic curve
-(Eq. 39) that switches on after a plateau of length $\approx \ln(1/\epsilon)/r_k$.
-"""
+r"""The Lotka–Volterra reduction of the NQF flow under Assumption 1 (Sec. 5, Eq. 32) and its closed forms:
+$\dot z_k = z_k(r_k - \sum_j C_{kj}z_j)$, $r_k = \frac8m\sum_\mu\lambda_{\mu,k}y_\mu$,
+$C_{kj} = \frac8m\sum_\mu\lambda_{\mu,k}\lambda_{\mu,j}$; logistic modes when $C$ is diagonal (Thm 6, Eq. 39)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,9 @@
-r"""Plateau ends read off a flow, a training run or a loss curve, by one rule; and the one call
-:func:`nqf.diagnose` that reports what the NQF says about a user's model.
+r"""Plateau ends by one rule, and :func:`nqf.diagnose` (Secs. 5-6).
 
-From small initialisation the NQF learns its modes one after another (Secs. 5-6): the eigenvalues
-$\lambda_k(t)$ of $M(t) = W(t)W(t)^\top$ sit near their tiny initial values, then rise sigmoidally to a
-learned level $\lambda_k^\infty$ (Thm 6: exactly logistic when the data commute), and the loss drops
-from one plateau to the next as each mode switches on.
-
-**The rule** (fixed before any run; read by the one first crossing, :func:`nqf.training.first_crossing`): a
-plateau ends when the quantity that leaves it first gets **half-way** from the plateau's level to the next one,
-times between records linearly interpolated. For a logistic switch-on this is exactly its midpoint $t_k$ (Eq.
-158's switch-on time, up to the $O(1)$ offset of the logistic), whatever its rate. Concretely:
-
-* per mode (``mode_plateau_ends``): mode $k$ ($k$-th largest eigenvalue of $M$) switches on when
-  $\lambda_k(t)$ first reaches $\tfrac12\lambda_k^\infty$, with $\lambda_k^\infty$ the level the **prediction**
-  assigns it at its end (in :func:`nqf.diagnose`: the NQF trained by the user's optimiser, ``horizon`` times the
-  run). A mode counts as learned when that level is at least ``GROWTH`` = 10 times the largest initial
-  eigenvalue and has settled (it changed by less than ``SETTLED`` = 10 % over the last fifth of the record).
-
-The same levels (theory) serve the prediction and the measurement, so a measured end is never read with
-a threshold taken from the measured run. The tolerance of a measured end and the range of validity come from the
-prediction too: the quadratic-regime error $e(s)$ of the model at the predicted weights (:func:`validity_end`,
-:func:`read_plateaus`).
+**The rule**: mode $k$ ($k$-th largest eigenvalue of $M = WW^\top$) switches on when $\lambda_k(t)$ first reaches
+``HALF`` of its learned level $\lambda_k^\infty$ (:func:`nqf.training.first_crossing`, interpolated): a logistic's
+midpoint (Eq. 158). The levels, the tolerances and the range of validity come from the prediction, never from the
+measured run.
 """
 
 from __future__ import annotations
@@ -50,7 +33,7 @@ SETTLED = 0.1  #: ... and changed by less than this (relative) over the last fif
 def learned_levels(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLike, "T r"]) -> np.ndarray:
     r"""The learned levels $\lambda_k^\infty$ of a flow's eigenvalue trajectories (descending, shape ``(T, r)``):
     the last values of the modes that grew by ``GROWTH`` over the largest initial eigenvalue and settled
-    (module docstring); shape ``(K,)``, largest first."""
+    (``SETTLED`` over the last fifth); shape ``(K,)``, largest first."""
     t = np.asarray(times, dtype=float)
     e = np.asarray(eigenvalues, dtype=float)
     end = e[-1]
@@ -98,12 +81,8 @@ def running_mean(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
 def validity_end(run: ModelRun) -> float:
     r"""End of the prediction's range of validity, in steps: the first recorded step of the prediction at which
     twice the mean quadratic-regime error so far exceeds ``run.threshold`` (``inf``: never within the
-    prediction; ``nan``: a diverged run).
-
-    Why twice the mean: while the model at the predicted weights differs from its NQF by a relative $e(s)$,
-    its gradient differs by at most about $2e(s)$ (a remainder of order $\|W\|^4$ relative to a quadratic term,
-    the $Z_2$-symmetric case; $1.5e$ for order 3), so each mode's growth rate does, and the step at which a mode
-    reaches a given level moves by at most the mean of that over the plateau."""
+    prediction; ``nan``: a diverged run). Twice: a relative error $e$ in the model's value is about $2e$ in its
+    gradient (an order-4 remainder), so in each mode's growth rate."""
     if run.diverged:
         return float("nan")
     bound = 2.0 * running_mean(run.nqf_steps, run.divergence)
@@ -257,12 +236,8 @@ class Diagnosis(NamedTuple):
 
 
 def read_plateaus(run: ModelRun) -> PlateauEnds:
-    r"""Apply the rule to a ``ModelRun``: levels and switch-on steps from the prediction (the NQF trained by the
-    user's optimiser), the measured ends on the model's run and the flow's (same levels).
-
-    The tolerance of a measured end is fixed by the prediction, never by the measurement: twice the mean
-    quadratic-regime error along the prediction up to its end (:func:`validity_end`) plus two recording
-    intervals over the predicted step (each of the two readings is within one interval)."""
+    r"""Apply the rule to a ``ModelRun``: levels and ends from the prediction, the measured and flow ends at the same
+    levels; tolerance: twice the mean quadratic-regime error up to the predicted end plus two recording intervals."""
     if run.diverged:
         z = np.zeros((0,))
         return PlateauEnds(z, z, z, z, z, z, z.astype(bool), z.astype(bool), z)

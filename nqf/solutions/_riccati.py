@@ -1,11 +1,5 @@
-r"""Isotropic samples (Thm 7, matrix Riccati solution) and the projector solution
-(Thm 16, Cor. 4, App. B.7) that contains Thm 6, Thm 7 and the deep-linear-network
-solution of Saxe et al. (2014), Eq. (288).
-
-Under Assumption 2, $\frac1m\sum_\mu A_{ij}A_{kl} = \frac c2(\delta_{ik}\delta_{jl}+\delta_{il}\delta_{jk})$
-(Eq. 40), the flow becomes the matrix Riccati equation $\dot M = YM + MY - 8cM^2$ (Eq. 143)
-with $Y = \frac4m\sum_\mu y_\mu A(x_\mu)$, solved by Eq. (41).
-"""
+r"""Isotropic samples (Thm 7: under Assumption 2, Eq. 40, the Riccati equation $\dot M = YM + MY - 8cM^2$,
+Eq. 143, solved by Eq. 41) and the projector solution (Thm 16, Cor. 4, App. B.7; Saxe et al.'s, Eq. 288)."""
 
 from __future__ import annotations
 

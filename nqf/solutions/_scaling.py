@@ -1,14 +1,5 @@
-r"""Scaling laws: many sudden switch-ons add up to a power law (Sec. 6, Thms 9 and 11, App. C).
-
-* the exponents: feature-wise $(\alpha_1-1)/\alpha_2$ (Thm 9, Eq. 161; the Fourier MLP's Eq. 298 is a
-  case), sample-wise $(2\gamma_1-1)/\gamma_2$ (Thm 11, Eq. 187) and the finite-$\epsilon$ effective exponent of Eqs. (289)-(295); each refuses parameters outside
-  its theorem's conditions;
-* :func:`logistic_excess_loss`, the excess loss (Eq. 163) of any number of decoupled logistic modes
-  (Thm 6, Eq. 39) evaluated in closed form, streamed over time so that $10^5$ modes cost no memory;
-* :func:`sample_wise_loss`, the per-sample losses under Thm 5 (orthogonal samples), each sample's
-  scalar equation (Eq. 133) integrated in its own clock $u = \zeta_\mu t$ (the samples decouple, so
-  ``jax.vmap`` replaces one large coupled system).
-"""
+r"""Scaling laws from many sudden switch-ons (Sec. 6, Thms 9 and 11, App. C): exponents (Eqs. 161, 187,
+289-295), the excess loss of logistic modes (Eqs. 39, 163) and the per-sample losses of Thm 5 (Eq. 133)."""
 
 from __future__ import annotations
 
@@ -42,11 +33,7 @@ def feature_exponent(alpha1: float, alpha2: float, *, beta: float | None = None)
     Conditions (Thm 9): $\alpha_1 > 1$ (finite initial loss), $\alpha_2 > 0$, and, when the initial
     profile exponent ``beta`` is given, $\beta\ge\alpha_1-\alpha_2$ (every mode starts far below its
     final value, Eq. 164). Returns the exponent as a positive number (the slope is its negative).
-
-    Two cases of the book: the Fourier MLP (Eq. 298) with target coefficients $b_k = k^{-\beta}$ and scales
-    $s_k = k^{-\theta}$ has $\alpha_1 = 2\beta$, $\alpha_2 = \theta+\beta$ (Eq. 297), so
-    $\mathcal E(t) = \Theta(t^{-(2\beta-1)/(\theta+\beta)})$; Nam et al. (2024)'s multitask sparse parity, skill
-    frequencies $\propto k^{-(\alpha+1)}$, has $\alpha_1 = \alpha_2 = \alpha+1$ and the exponent $\alpha/(\alpha+1)$.
+    The Fourier MLP (Eqs. 297-298) has $\alpha_1 = 2\beta$, $\alpha_2 = \theta+\beta$.
     """
     a1, a2 = _real("alpha1", alpha1), _real("alpha2", alpha2)
     if a1 <= 1:
@@ -106,9 +93,7 @@ def effective_exponent_window(alpha1: float, alpha2: float, k, log_ratio, *, K: 
     modes, predicted by Eqs. (289)-(290): mode $k$ switches on at $t(k)\propto k^{\alpha_2}\ln(\zeta_k/(C_kz_k(0)))$
     and leaves $\mathcal E(k)\propto k^{-(\alpha_1-1)}$ behind. ``k`` are the (log-spaced) modes of the
     window and ``log_ratio`` the value of $\ln(\zeta_k/(C_kz_k(0)))$ at each; the fit is uniform in $\ln k$.
-    This is Eq. (292) averaged over the window (equal to it when ``log_ratio`` is constant). With ``K``
-    (a finite number of modes) the integral of Eq. (289) stops at $K$:
-    $\mathcal E(k)\propto k^{1-\alpha_1} - K^{1-\alpha_1}$, the finite-number-of-modes effect."""
+    With ``K`` modes the integral of Eq. (289) stops at $K$: $\mathcal E(k)\propto k^{1-\alpha_1} - K^{1-\alpha_1}$."""
     a1, a2 = _real("alpha1", alpha1), _real("alpha2", alpha2)
     feature_exponent(a1, a2)
     k = np.asarray(k, dtype=float)
@@ -133,11 +118,8 @@ def logistic_excess_loss(t: Float[ArrayLike, " T"], r: Float[ArrayLike, " K"], C
     r"""Excess loss $\mathcal E(t) = \sum_kV_k(1 - z_k(t)/z_k(\infty))^2$ (Eq. 163) of decoupled logistic
     modes (Thm 6, Eq. 39; Thm 7, Eq. 42 with ``a = 2``), with $V_k = \zeta_k^2/(8C_k)$.
 
-    The unlearned fraction is evaluated as $1 - z_k/z_k(\infty) = \sigma(\ln\tilde C_k - a\zeta_kt)$ with
-    $\tilde C_k = \zeta_k/(C_kz_k(0)) - 1$ (Eq. 166), so initial scales down to $10^{-300}$ keep full
-    accuracy. The sum over modes is done one time at a time (``lax.map``), so $10^5$ modes by
-    $10^3$ times never build a $10^8$ array. Needs growing modes starting below saturation
-    ($\zeta_k > C_kz_k(0) > 0$).
+    Evaluated as $\sigma(\ln\tilde C_k - a\zeta_kt)$, $\tilde C_k = \zeta_k/(C_kz_k(0)) - 1$ (Eq. 166), one time
+    at a time (``lax.map``). Needs $\zeta_k > C_kz_k(0) > 0$.
     """
     require_x64("logistic_excess_loss")
     r = jnp.asarray(r, dtype=float)
@@ -178,10 +160,8 @@ def sample_wise_loss(t: Float[ArrayLike, " T"], lambdas: Float[ArrayLike, "m K"]
     and $c_{\mu j} = \lambda_{\mu,j}/\lambda_{\mu,\max}$: with $u = \zeta_\mu t$ ($\zeta_\mu = \frac8m\lambda_{\mu,\max}y_\mu$,
     Eq. 174) and $\psi = -\frac8m\lambda_{\mu,\max}\xi_\mu$,
     $$ \frac{d\psi}{du} = 1 - \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi},\qquad \frac{\Delta_\mu}{y_\mu} = \sum_j\kappa_{\mu j}e^{c_{\mu j}\psi} - 1. $$
-    Every sample is integrated (Tsit5, ``jax.vmap``, through ``integrate`` (the one ``diffeqsolve`` call of :mod:`nqf.flow`); the
-    tolerances are traced, so a new ``rtol`` compiles nothing) in its own clock up to $u^* + $ ``tail``, where
-    $u^*\approx\ln(1/\sum_j\kappa_{\mu j})$ is its switch-on, and saved at $u = \zeta_\mu t$; beyond that clock it has converged (its residual is below $e^{-c\,\mathrm{tail}}$,
-    $c$ the smallest $c_{\mu j} > 0$) and is reported as 0.
+    Each sample is integrated (Tsit5, vmapped) in its own clock up to $u^* + $ ``tail``
+    ($u^*\approx\ln(1/\sum_j\kappa_{\mu j})$, its switch-on); beyond it its residual is reported as 0.
 
     ``lambdas`` are the eigenvalues of the directions sample $\mu$ owns (one row per sample, padded with
     zeros), ``z0`` their initial features; ``m_eff`` is the $m$ of the $\frac8m$ (default: the number of rows).

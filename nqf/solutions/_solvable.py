@@ -1,8 +1,5 @@
-r"""Exactly solvable cases of the NQF gradient flow under Assumption 1 (Sec. 5): Prop. 7 (Eq. 30, the
-off-diagonal entries slaved to the features), Theorem 4 (Eqs. 33-34, proportional samples), Theorem 5
-(Eqs. 35-36, orthogonal samples; both implicit, evaluated by quadrature, no ODE) and Theorem 6 (Eqs. 38-39,
-orthogonal features).
-"""
+r"""Exactly solvable flows under Assumption 1 (Sec. 5): Prop. 7 (Eq. 30), Thms 4 and 5 (Eqs. 33-36, by
+quadrature) and Thm 6 (Eqs. 38-39)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3 and 4).
-
-* switch-on times: feature-wise (Eq. 158, :func:`nqf.solutions.switch_on_time`) and sample-wise (Thm 10),
-  exactly from the quadrature of Eq. (36) and to leading order $\ln(1/\epsilon)/\zeta_\mu$ (Eq. 47);
-* the step-function limits of the loss in rescaled time $\tau = t/\ln(1/\epsilon)$ (Eqs. 168, 175);
-* :func:`singular_limit_sweep`, the gradient flow (Eq. 28) in $\tau$ for a grid of $\epsilon$ at once;
-* the Runge–Kutta solution of Eq. (36).
-"""
+r"""Sudden learning and its singular limit (Sec. 6, Thms 8–10, Figs. 3-4): switch-on times (Eqs. 47, 158),
+step-function limits in $\tau = t/\ln(1/\epsilon)$ (Eqs. 168, 175), the flow (Eq. 28) over a grid of $\epsilon$."""
 
 from __future__ import annotations
 
@@ -158,11 +152,9 @@ class SweepOptions(eqx.Module):
     ``atol`` on $N = M/\epsilon$ component-wise (max norm), ``atol_M`` an absolute tolerance on $M$ itself
     ($\mathrm{atol}_N = \max(\mathrm{atol}, \mathrm{atol}_M/\epsilon)$: for non-commuting data (Thm 7), where
     rounding in $H$ puts noise of relative size $10^{-16}$ into entries that vanish exactly), the ``solver``
-    (``"tsit5"`` or ``"dopri8"``), the step budget ``max_steps``, diffrax's progress bar (``progress``: host
-    callbacks, so that program is not kept by the persistent compilation cache), ``pad_to = (m_pad, p_pad)``
-    (zero samples of weight 0 and zero directions, exact: sweeps of different sizes share one compiled
-    program) and a ``jax.sharding.Mesh`` (``mesh``, e.g. :func:`nqf.flow.batch_mesh`) that splits the grid of
-    $\epsilon$ over its devices, with the same numbers."""
+    (``"tsit5"`` or ``"dopri8"``), ``max_steps``, diffrax's ``progress`` bar, ``pad_to = (m_pad, p_pad)`` (exact
+    zero padding: sweeps of different sizes share one program) and a ``mesh`` (:func:`nqf.flow.batch_mesh`)
+    splitting the grid of $\epsilon$ over devices."""
 
     rtol: float | Float[Array, ""] = 1e-10
     atol: float | Float[Array, ""] = 1e-12
@@ -191,9 +183,8 @@ def singular_limit_sweep(
 
     Switch-on times, per level $\rho$: features $z_k = (P^\top MP)_{kk}$ reach $\rho z_k^\mathrm{final}$ (needs
     ``z_final``; NaN without it), samples reach $\Delta_\mu = -(1-\rho)y_\mu$ (assumes $y_\mu > 0$ and a monotone
-    residual, as under Thm 5). The rule is :func:`nqf.training.first_crossing`'s on the saved ``taus``: reached at
-    the first record, ``taus[0]``; never, ``inf``; otherwise the crossing is located by bisection on the dense
-    Tsit5 solution (NaN if the level is crossed and left again).
+    residual, as under Thm 5), by :func:`nqf.training.first_crossing`'s rule on ``taus``, refined by bisection on
+    the dense solution (NaN if the level is crossed and left again).
     """
     require_x64("singular_limit_sweep")
     data = require_data(data)

@@ -1,11 +1,5 @@
-r"""Structure matrices by automatic differentiation, with the checks of Theorem 1.
-
-The Hessian of $f_x(W)$ at $W = 0$ splits into $p\times p$ blocks $H_{ij}$; permutation symmetry (Def. 1, Thm 12)
-makes the diagonal blocks equal and the cross blocks equal, which gives Eq. (20),
-$f_x(W) = f_x(0) + g^\top\mu + \mu^\top B\mu + \mathrm{Tr}[MA] + O(\|W\|^3)$ with $g = \nabla_{w_i}f|_0$,
-$B = \tfrac12H_{ij}$ ($i\ne j$), $A = \tfrac12(H_{ii} - H_{ij})$; under ZGZ $g = B = 0$ and $A = \tfrac12H_{ii}$
-(Thm 1, Eqs. 54-56; Thm 12 calls $\tfrac12H_{ii}$ "A", which is $A + B$ of Eq. 20).
-"""
+r"""Structure matrices by autodiff, with Theorem 1's checks: the Hessian blocks at $W = 0$ give Eq. (20)'s
+$g$, $B = \tfrac12H_{ij}$, $A = \tfrac12(H_{ii} - H_{ij})$; under ZGZ $A = \tfrac12H_{ii}$ (Thm 1, Eqs. 54-56)."""
 
 from __future__ import annotations
 
@@ -27,12 +21,8 @@ from ._probes import FAST_COMPILE, permute_neurons, taylor_ratio, taylor_residua
 
 
 class StructureReport(NamedTuple):
-    """What autodiff finds at $W = 0$ (see :func:`structure_report`).
-
-    Arrays carry a leading output axis ``o`` for vector-valued modules.
-    Tolerances are relative to ``scale`` (largest entry of the gradient and
-    Hessian at 0); ``tol = rtol * scale``.
-    """
+    """What autodiff finds at $W = 0$ (:func:`structure_report`); a leading output axis ``o`` for vector outputs;
+    ``tol = rtol * scale`` (``scale``: the largest entry of the gradient and Hessian at 0)."""
 
     A: Array  #: (o?, p, p) structure matrix of Eq. (20)
     g: Array  #: (o?, p) gradient of one neuron at 0 (zero under ZGZ)
@@ -138,15 +128,8 @@ def _check_call(apply, x, p: int, d: int, dtype):
 
 
 def _probe(module, W0, W_unit, V_unit, x, W_extra):
-    """One compiled pass over all the autodiff quantities of :func:`structure_report`.
-
-    Returns the value, gradient and Hessian at 0; the values at a random $W$ (``0.5 W_unit``)
-    and at two neuron permutations of it (Def. 1); the gradients at
-    $\\pm h V, \\pm h V/2$ along a random unit direction $V$ (``V_unit`` normalised; smoothness) and at
-    $W$ with neuron 1 zeroed (Property 1); $V$; and the values at the extra
-    points ``W_extra`` (``(n, p, d)``, e.g. the rays of :func:`nqf.structure.check_theorem1`),
-    all in one vmapped evaluation of the module (the unit normals are drawn by the caller: cheaper to compile).
-    """
+    """One compiled pass over the quantities of :func:`structure_report` (the probes of :mod:`._probes`) and the
+    values at ``W_extra`` ``(n, p, d)`` (the rays of :func:`nqf.structure.check_theorem1`)."""
     apply = _apply_of(module)
 
     def F(W, x):
@@ -177,15 +160,10 @@ def structure_report(
 ) -> StructureReport:
     r"""Autodiff expansion of a module at $W = 0$ and the checks of Theorem 1.
 
-    Computes the gradient and Hessian of ``module(W, x)`` at $W = 0 \in
-    \mathbb R^{p\times d}$ and returns $A = \tfrac12(\overline{H_{ii}} - \overline{H_{ij}})$,
-    $B = \tfrac12\overline{H_{ij}}$, $g = \overline{\nabla_{w_i} f}$ (bars: averages
-    over neurons and neuron pairs) of Eq. (20), $f_x(0)$, and diagnostics:
-    permutation symmetry (Def. 1: $f(W) = f(W\sigma)$ at a random $W$ and equal
-    blocks at 0), ZGZ (Property 1; at 0 it means $g = 0$ and $H_{ij} = 0$,
-    Eq. 54), finiteness, and smoothness: jax returns one-sided or zero
-    derivatives at kinks (ReLU'' = 0), so the Hessian is validated by the
-    Taylor expansion of the gradient from both sides of 0.
+    Returns $A = \tfrac12(\overline{H_{ii}} - \overline{H_{ij}})$, $B = \tfrac12\overline{H_{ij}}$,
+    $g = \overline{\nabla_{w_i} f}$ of Eq. (20) (bars: averages over neurons and pairs), $f_x(0)$, and the checks:
+    permutation symmetry (Def. 1), ZGZ (Property 1, Eq. 54), finiteness, and smoothness (the gradient's Taylor
+    expansion from both sides of 0: autodiff gives one-sided derivatives at kinks).
 
     Args:
         module: an :class:`~nqf.architectures.Architecture` or a callable ``apply(W, x)``.
@@ -197,9 +175,6 @@ def structure_report(
             tolerance set, :func:`nqf._checks.theorem1_tolerance`, $\sqrt\epsilon$, which
             :func:`nqf.check_hypotheses` uses too): of the value residuals at a random $W$, and of the gradient,
             the cross blocks and the spread of the blocks at 0 relative to the derivative scale.
-
-    The compiled probe is cached on the value of an Architecture; a plain callable is traced afresh on
-    every call, so a module that reads mutable state never gets a stale report.
     """
     return _report(module, x, p, d=d, key=key, rtol=rtol)[0]
 
@@ -291,11 +266,8 @@ def structure_matrix(
 ) -> Float[Array, "*m *o p p"]:
     r"""The structure matrix $A(x) = \tfrac12 H_{ii}$ of Theorem 1, by autodiff, or a clear error.
 
-    Raises ``ValueError`` naming the failed hypothesis of Theorem 1 and the
-    measured numbers: non-finite derivatives, non-smoothness at 0, broken
-    permutation symmetry, or broken ZGZ. With ``allow_general=True`` a module
-    without ZGZ is accepted and the $A$ of Eq. (20) is returned (its $g$ and $B$
-    are in :func:`structure_report`). With ``batch=True``, ``x`` carries a leading sample axis on every leaf
+    Raises ``ValueError`` naming the failed hypothesis and the measured numbers. With ``allow_general=True`` a
+    module without ZGZ gets the $A$ of Eq. (20) (its $g$, $B$: :func:`structure_report`). With ``batch=True``, ``x`` carries a leading sample axis on every leaf
     and the stack $A(x_\mu)$, shape ``(m, *o, p, p)``, is returned, compiled once: the hypotheses are checked
     on the first input, then an Architecture's closed form (else the Hessian at 0) is mapped over the batch.
     """
@@ -388,18 +360,6 @@ def structure_stack(
     if method in ("closed", "auto") and isinstance(module, Architecture):
         return _compiled(_closed_structure, module, True, fast=False)(xs)
     return _compiled(_autodiff_structure, module, p, int(d), True)(xs)
-
-
-def structure_error(arch: Architecture, x: Input, *, d: int = 3) -> float:
-    r"""Relative error $\|A_\text{closed} - A_\text{autodiff}\|_F / \|A_\text{autodiff}\|_F$.
-
-    Falls back to the absolute error when the autodiff $A$ vanishes.
-    """
-    if not isinstance(arch, Architecture):
-        raise invalid("arch", "be an Architecture", type(arch).__name__)
-    _input_dtype("x", x)
-    closed = _compiled(_closed_structure, arch, False)(x)
-    return relative_error(closed, _compiled(_autodiff_structure, arch, arch.p, int(d), False)(x))
 
 
 def relative_error(closed, auto) -> float:

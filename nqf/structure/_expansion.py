@@ -1,11 +1,5 @@
-r"""The quadratic surrogate of a module and the order of its remainder.
-
-:func:`nqf_expansion` evaluates the neural quadratic form of one input,
-$f_x(0) + g^\top\mu + \mu^\top B\mu + \mathrm{Tr}[W W^\top A]$ (Eq. 2 with ZGZ,
-Eq. 20 without). :func:`remainder_scaling` measures how fast the module
-departs from it along a ray $s W$: $O(s^3)$ in general (Theorem 1) and
-$O(s^4)$ with a per-neuron $Z_2$ symmetry $w_i \to -w_i$ (Remark after Thm 1).
-"""
+r"""The quadratic surrogate of a module (Eqs. 2, 20) and the order of its remainder along a ray: 3 in general,
+4 with a per-neuron $Z_2$ symmetry (Theorem 1)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-r"""The feed-forward form of a structure matrix, Eqs. (17)–(19).
-
-A neural layer's structure matrix is block off-diagonal (Eq. 17), $A(x) = \frac12\begin{bmatrix}0 & C(x)\\
-C(x)^\top & 0\end{bmatrix}$, $C(x)\in\mathbb R^{n_1\times n_2}$. With $W = [Z_1; Z_2]$ split along its rows (the
-first $n_1$ parameters of every neuron; neurons are the columns), $f_x = \mathrm{Tr}[Z_2Z_1^\top C(x)]$ (Eq. 18):
-a two-layer linear network with the effective matrix $Z_2Z_1^\top$ and hidden representation
-$h(x) = Z_1^\top C(x)$ (Eq. 19). Vector outputs (App. B.2, Cor. 1) carry a leading output axis.
-"""
+r"""The feed-forward form, Eqs. (17)–(19): $A(x) = \frac12[0, C; C^\top, 0]$, $W = [Z_1; Z_2]$ split along its
+rows, $f_x = \mathrm{Tr}[Z_2Z_1^\top C(x)]$; vector outputs (Cor. 1) carry a leading output axis."""
 
 from __future__ import annotations
 

@@ -1,26 +1,7 @@
-r"""The NQF of a one-hidden-layer model through a structured $A(x)$: rank-two factors found by probes.
-
-Every layer of Sec. 3 whose neuron is "input weights, then output weights" (the two-layer MLP of Prop. 1,
-Eq. 6, with or without hidden biases, any activation with $\sigma(0) = 0$) has, per output $o$, a
-structure matrix of rank two with one factor shared by all outputs and one shared by all samples:
-
-$$ A^{(o)}(x) = \tfrac12\big(a(x)\,b_o^\top + b_o\,a(x)^\top\big), \qquad
-   \mathrm{Tr}[WW^\top A^{(o)}(x)] = a(x)^\top W\,W^\top b_o . $$
-
-For an MLP $a(x) = \sigma'(0)[x; 1; 0]$ and $b_o = [0; 0; e_o]$ in the packing
-$w = [u; b; v]$. With the factors of the training samples (an $(m, p)$ array $a(X)$ and a $(p, o)$ array
-$B$), the NQF's outputs on all samples are $a(X)\,W\,(W^\top B)$: two matrix products, the cost of the
-model's first layer, instead of the $(m, o, p, p)$ stack of $A(x_\mu)$ (101 GB for a $784\to256\to10$
-MLP on 2,000 samples) or the three model passes of the nested-jvp form (:func:`nqf.structure.nqf_output`).
-
-:func:`rank_two_form` finds the factors without forming any $A(x)$: Hessian-vector products of the model
-in the weights of one neuron at $W = 0$ give $A^{(o)}(x)\Omega$ for a few random probes $\Omega$ on two
-samples; the range of $A^{(o)}$ is two-dimensional, and the ranges on two samples meet in $b_o$; then one
-Hessian-vector product per sample gives $a(x) = 2A^{(o_*)}(x)\hat b - \hat b\,(\hat b^\top 2A^{(o_*)}(x)\hat b)/2$.
-The factors are accepted only if the structured NQF equals the matrix-free one (nested ``jax.jvp``) at
-$W(0)$ and at two random weights on the first inputs to $10^{-9}$ relative; otherwise the caller keeps the
-matrix-free form.
-"""
+r"""Rank-two factors of $A(x)$ for one-hidden-layer models, found by Hessian-vector probes:
+$A^{(o)}(x) = \tfrac12(a(x)b_o^\top + b_oa(x)^\top)$, so the NQF on all samples is $a(X)\,W\,(W^\top B)$ (for an MLP,
+Eq. 6, $a(x) = \sigma'(0)[x; 1; 0]$, $b_o = [0; 0; e_o]$). Accepted only if equal to the matrix-free NQF at $W(0)$
+and two random weights to $10^{-9}$ relative."""
 
 from __future__ import annotations
 
@@ -119,7 +100,7 @@ def _check_form(apply, packing, tr, frozen, xs, a, B, Ws):
 
 
 def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
-    r"""The rank-two factors of the model's $A(x)$ on the samples ``xs`` (module docstring), or ``None`` when
+    r"""The rank-two factors of the model's $A(x)$ on the samples ``xs``, or ``None`` when
     the model's structure matrices are not of that form (then evaluate the NQF matrix-free).
 
     ``apply(params, x)`` is the model, ``tr``/``frozen`` its neuron leaves and the rest (the split of

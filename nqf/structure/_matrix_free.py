@@ -1,14 +1,5 @@
-r"""The NQF of a module evaluated matrix-free, and Theorem 1's hypotheses measured without a Hessian.
-
-Theorem 1 (Eq. 2) says that near small weights a module of interchangeable neurons is its neural
-quadratic form, $f_x(W) = f_x(0) + \mathrm{Tr}[WW^\top A(x)] + O(\|W\|^3)$, with one $A^{(o)}(x)$ per
-output for vector outputs (App. B.2, Cor. 1). Under ZGZ (Property 1) the gradient at 0 and the
-cross-neuron Hessian blocks vanish (Eq. 54), so $\mathrm{Tr}[WW^\top A(x)] = \tfrac12 D^2 f_x(0)[W, W]$,
-the second directional derivative of the module at $0$ along $W$ (two nested ``jax.jvp``): no
-$p\times p$ matrix is built. :func:`check_hypotheses` measures the hypotheses that make this true
-(permutation symmetry, ZGZ, smoothness at 0) with Hessian-vector products only, the same three tests
-as :func:`nqf.structure.structure_report` (which builds the full Hessian).
-"""
+r"""The NQF matrix-free: under ZGZ (Eq. 54) $\mathrm{Tr}[WW^\top A(x)] = \tfrac12D^2f_x(0)[W, W]$ (two nested
+``jax.jvp``), and Theorem 1's hypotheses by Hessian-vector products."""
 
 from __future__ import annotations
 
@@ -68,9 +59,7 @@ class HypothesisCheck(NamedTuple):
 def _draws(key, tr, out):
     """The probe's random numbers, drawn by the caller: unit normals for the random point ``W`` and the direction
     ``V`` (one per neuron leaf, ``2 L`` keys) and for the output weights ``c`` (the last key), as
-    ``jax.random.normal`` would draw them inside the probe, bit for bit (:func:`nqf._random.normal`). Drawn inside,
-    the threefry hash and the inverse error function of ``2 L + 1`` draws were half of the probe's compile time
-    (issue 31); drawn here, their programs are compiled once per size class and shared by every module."""
+    ``jax.random.normal`` would draw them inside the probe, bit for bit (:func:`nqf._random.normal`)."""
     leaves = jax.tree_util.tree_leaves(tr)
     keys = split(key, 2 * len(leaves) + 1)
     W = [normal(k, l.shape, l.dtype) for k, l in zip(keys, leaves)]
@@ -112,17 +101,9 @@ def _probe(apply, tr, frozen, x, draws, ax_leaves, d):
 def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -> HypothesisCheck:
     r"""Measure Theorem 1's hypotheses for ``apply(W, x)`` at one input, without building a Hessian.
 
-    * permutation symmetry (Def. 1): $f(W)$ against $f(W\sigma)$ at a random $W$ (cyclic shift of the
-      neurons along every neuron axis);
-    * ZGZ (Property 1): the gradient with respect to a neuron whose weights are zero, at a random $W$;
-    * smoothness at 0 ($C^3$): the Taylor residual of the gradient along a random direction,
-      $r(t) = \nabla f(tV) - \nabla f(0) - tHV$, is $O(t^2)$ for a $C^3$ module (ratio
-      $|r(h)|/|r(h/2)| \ge 4$) and $O(t)$ at a kink such as ReLU (ratio 2); autodiff returns a
-      one-sided second derivative at a kink, so without this test a ReLU module would get a wrong $A$.
-
-    The same tests as :func:`nqf.structure.structure_report`, here with Hessian-vector products only.
-    The random probe point and direction come from ``key`` (default: ``jax.random.PRNGKey(0)``, so the
-    check is reproducible; pass another key to probe elsewhere).
+    Permutation symmetry (Def. 1), ZGZ (Property 1) and smoothness at 0 (the gradient's Taylor residual: ratio
+    $|r(h)|/|r(h/2)| \ge 4$ for $C^3$, 2 at a ReLU kink), the probes of :func:`nqf.structure_report` with
+    Hessian-vector products only, at a point and direction drawn from ``key`` (default ``PRNGKey(0)``).
     """
     tr, frozen, ax_leaves, d = split_params(W, neuron_axes)
     if key is None:

@@ -1,16 +1,5 @@
-r"""A user's module as nqf reads it: its function, its name, its neuron axes. THE resolution rule.
-
-Modules come in three forms, and every function of :mod:`nqf.structure` and :mod:`nqf.training` resolves
-them here, with one error rule (``TypeError`` when the *kind* is wrong: not callable, not an equinox Module;
-``ValueError`` when the kind is right but a required value is missing or inconsistent):
-
-* an :class:`~nqf.architectures.Architecture`, ``apply(W, x)`` with ``W`` of shape ``(p, d)``
-  (:func:`module_function`, which also returns ``p``);
-* a plain callable ``apply(W, x)`` on ``(p, d)`` weights, with ``p`` given (:func:`module_function`);
-* a model on a parameter pytree: ``apply(params, x)`` (a flax model's ``apply``), or ``apply=None`` and
-  ``params`` a callable equinox Module called as ``params(x)`` (:func:`model_function`); its NQF as a model is
-  :func:`nqf.structure.quadratic_form`.
-"""
+r"""A user's module as nqf reads it (its function, name and neuron axes): THE resolution rule. ``TypeError``
+when the kind is wrong, ``ValueError`` when a value is missing or inconsistent."""
 
 from __future__ import annotations
 

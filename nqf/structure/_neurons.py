@@ -1,14 +1,7 @@
-r"""Neuron axes of a parameter pytree: which leaves hold the interchangeable neurons (Def. 1), and THE packing.
-
-A model (a dict of arrays, flax variables, an ``equinox.Module``) stores neuron $i$ spread over several arrays. Its
-**neuron axes** are given the way ``jax.vmap``'s ``in_axes`` are: a prefix pytree of ints, ``None`` for a leaf shared
-by all neurons; or the equinox way, a copy of the model with ints at the neuron leaves
-(``eqx.tree_at(lambda m: (m.layers[0].weight, m.layers[1].weight), jax.tree_util.tree_map(lambda _: None, mlp),
-replace=(0, 1), is_leaf=lambda x: x is None)``, or ``replace`` on the model itself). The model's non-array leaves
-(an activation function) are ignored, as ``eqx.filter`` ignores them, and so is a model array left in place of an
-axis (shared). :class:`NeuronPacking` packs the neuron leaves into one $W\in\mathbb R^{p\times d}$: rows over the
-neuron leaves in pytree order, inside a leaf over its other axes in C order; column $i$ is neuron $i$.
-"""
+r"""Neuron axes of a parameter pytree (Def. 1) and THE packing. Axes are given like ``jax.vmap``'s ``in_axes``
+(``None``: shared by all neurons), or as a copy of the model with ints at the neuron leaves; non-array leaves
+are ignored. :class:`NeuronPacking` packs them into $W\in\mathbb R^{p\times d}$: rows over the neuron leaves in
+pytree order (C order inside a leaf), column $i$ neuron $i$."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-r"""THE Theorem-1 probes: the moves both the dense (:func:`nqf.structure.structure_report`) and the matrix-free
-(:func:`nqf.structure.check_hypotheses`) checks make, on a weight pytree whose neurons lie along ``ax_leaves``:
-$W\sigma$ (Def. 1), neuron 1 zeroed (Property 1), and the Taylor residual of the gradient
-$r(t) = \nabla f(tV) - \nabla f(0) - tHV$ at $t = \pm h, \pm h/2$: $O(t^2)$ for a $C^3$ module (ratio
-$|r(h)|/|r(h/2)| = 4$, 8 with a $\mathbb Z_2$ symmetry), $O(t)$ at a kink (2). Steps and tolerances are
-:func:`nqf._checks.theorem1_tolerance`'s. The dense check reads every output (max-norms), the matrix-free one a
-random contraction of them (2-norms): each keeps its numbers.
-"""
+r"""THE Theorem-1 probes of the dense and matrix-free checks: $W\sigma$ (Def. 1), neuron 1 zeroed (Property 1),
+the gradient's Taylor residual at $t = \pm h, \pm h/2$ (ratio 4 for $C^3$, 8 with a $\mathbb Z_2$ symmetry, 2 at a
+kink); steps and tolerances are :func:`nqf._checks.theorem1_tolerance`'s."""
 
 from __future__ import annotations
 

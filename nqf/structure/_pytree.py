@@ -1,12 +1,5 @@
-r"""Structure matrices of the modules researchers already have: parameter pytrees and equinox Modules.
-
-nqf's own modules take weights $W = (w_1\dots w_d)\in\mathbb R^{p\times d}$, one column per neuron. A flax-style
-parameter dict or an ``equinox.Module`` stores the same neurons spread over several arrays: in an
-``equinox.nn.MLP`` neuron $i$ is row $i$ of the first layer's weight and column $i$ of the second's. Given the
-neuron axis of each leaf (:mod:`._neurons`), :func:`neuron_weights` packs the neuron leaves into one $W$ (for a
-two-layer MLP the packing ``w = [u; v]`` of :func:`nqf.architectures.two_layer_mlp`, Eq. 6), and
-:func:`pytree_structure_matrix` is $A(x)$ of Theorem 1 (Eq. 2) in these coordinates.
-"""
+r"""Structure matrices of parameter pytrees and equinox Modules: :func:`neuron_weights` packs the neurons into
+one $W$ (:mod:`._neurons`), :func:`pytree_structure_matrix` is $A(x)$ (Theorem 1, Eq. 2) in those coordinates."""
 
 from __future__ import annotations
 

@@ -1,28 +1,4 @@
-r"""The NQF of a model is itself a model: :func:`quadratic_form`.
-
-Theorem 1 (Eq. 2): near small weights a model of $d$ interchangeable neurons $W\in\mathbb R^{p\times d}$ is its
-neural quadratic form $f_x(0) + \mathrm{Tr}[WW^\top A(x)] + O(\|W\|^3)$, one $A^{(o)}(x)$ per output (Cor. 1).
-:func:`quadratic_form` returns that form as an object called exactly like the model, on the same parameter
-pytree: for an equinox Module ``m``, ``q = quadratic_form(m)`` is an equinox Module and ``q(x)`` the NQF's output
-(``eqx.filter_grad``, optax and ``jax.vmap`` work on it unchanged; ``q.model`` is the trained model); for
-``apply(params, x)`` (a flax model's ``apply``, an :class:`~nqf.architectures.Architecture` on its ``(p, d)``
-weights), ``q(params, x)``. Shared leaves (no neuron axis) are held at their values (Theorem 1's $f_x(0)$ and
-$A(x)$ depend on them).
-
-It is evaluated exactly, the fastest way the model admits (``form``):
-
-* ``"matrix-free"`` (any model): under ZGZ (Property 1, Eq. 54) $\mathrm{Tr}[WW^\top A(x)] =
-  \tfrac12D^2f_x(0)[W, W]$, two nested ``jax.jvp``, no $p\times p$ matrix;
-* a closed form: an Architecture's ``quadratic(W, x)`` (``"auto"``), or a callable ``quadratic(W, x)`` given as
-  ``form``;
-* on a fixed set of inputs (:meth:`QuadraticForm.parts`, what the trainers use): ``"structure"`` (the stack of
-  $A(x_\mu)$ computed once, the output linear in $WW^\top$) or ``"rank-two"`` (factors
-  $A^{(o)}(x) = \tfrac12(a(x)b_o^\top + b_oa(x)^\top)$ of one-hidden-layer models, :mod:`._lowrank`); ``"auto"``
-  finds rank-two factors when the model has them. Every fast form is compared with the matrix-free NQF before use.
-
-:meth:`QuadraticForm.structure` is $A(x)$ and :meth:`QuadraticForm.check` measures Theorem 1's hypotheses
-(:func:`nqf.structure.check_hypotheses`).
-"""
+r"""The NQF of a model is itself a model: :func:`quadratic_form` (Theorem 1, Eq. 2; Cor. 1)."""
 
 from __future__ import annotations
 
@@ -147,7 +123,9 @@ class QuadraticForm(eqx.Module):
 
 
 def quadratic_form(model: Any, *, neuron_axes: Any = None, form: str | Callable = "auto") -> QuadraticForm:
-    r"""The NQF of ``model`` as a model (Theorem 1, Eq. 2; module docstring).
+    r"""The NQF of ``model`` as a model: $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$, one $A^{(o)}(x)$ per output (Theorem 1,
+    Eq. 2; Cor. 1), called exactly like the model on the same parameters (shared leaves held at their values).
+    ``q.model`` is the model; ``q.structure`` is $A(x)$, ``q.check`` Theorem 1's hypotheses.
 
     Args:
         model: an equinox Module (its neurons along ``neuron_axes``, or along its method ``neuron_axes()``), an
@@ -156,8 +134,11 @@ def quadratic_form(model: Any, *, neuron_axes: Any = None, form: str | Callable 
         neuron_axes: the neuron axis of each parameter leaf, a prefix pytree as ``jax.vmap``'s ``in_axes`` (``None``:
             shared by all neurons), or an equinox-style copy of the model with ints at its neuron leaves; the
             model's non-array leaves are ignored, as ``eqx.filter`` does.
-        form: how the NQF is evaluated: ``"auto"``, ``"matrix-free"``, ``"structure"``, ``"rank-two"`` or a callable
-            ``quadratic(W, x)`` $= \mathrm{Tr}[WW^\top A(x)]$ of an Architecture (module docstring).
+        form: how the NQF is evaluated, exactly: ``"matrix-free"`` (any model: $\tfrac12D^2f_x(0)[W, W]$ by two
+            nested ``jax.jvp``, under ZGZ, Eq. 54), ``"structure"`` (the $A(x_\mu)$ stack, on fixed inputs),
+            ``"rank-two"`` (factors of one-hidden-layer models, on fixed inputs), a callable ``quadratic(W, x)``
+            $= \mathrm{Tr}[WW^\top A(x)]$ of an Architecture, or ``"auto"`` (the fastest the model admits). Every
+            fast form is compared with the matrix-free NQF before use.
 
     Returns:
         a :class:`QuadraticForm`: ``q(x)`` for an equinox model, ``q(params, x)`` otherwise.

@@ -1,11 +1,5 @@
-r"""THE agreement rule: one gap (:func:`relative_gap`) and one first crossing (:func:`first_crossing`).
-
-Every "when does a recorded quantity first reach a level" of the package and the book is
-:func:`first_crossing`: the agreement windows of Figs. 2, 6, 7, 8 and chapter 10
-(:meth:`nqf.training.Agreement.window` of a :func:`relative_gap`), the plateau ends of
-:func:`nqf.solutions.diagnose` (interpolated, half-way), the half-times of Fig. 2 and the measured
-crossing times of the chapters (:func:`nqfbook.kit.crossing_time`).
-"""
+r"""THE agreement rule: one gap (:func:`relative_gap`) and one first crossing (:func:`first_crossing`), which
+every "when does a recorded quantity first reach a level" of the package and the book uses."""
 
 from __future__ import annotations
 
@@ -80,18 +74,13 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
     broadcasts against the other axes. The rule:
 
     * record $i$ has **crossed** when ``values[i] >= level`` (``rising``, the default) or ``<= level``
-      (``rising=False``, a falling loss); infinities compare as numbers, and a NaN counts as crossed only
-      with ``nan_crosses=True`` (an agreement gap: a diverged run has parted; elsewhere a NaN record has
-      reached nothing);
+      (``rising=False``); a NaN counts as crossed only with ``nan_crosses=True`` (an agreement gap);
     * the result is the time of the first crossed record $i$, or with ``interpolate=True`` (the default) the
       time where the straight line between records $i-1$ and $i$ meets the level,
       $t_{i-1} + (t_i - t_{i-1})\,(\ell - v_{i-1})/(v_i - v_{i-1})$ (the record's own time $t_i$ when either
       value is not finite);
-    * crossed **at the first record**: ``times[0]`` (there is no record before it to interpolate from; the
-      crossing happened at or before it);
-    * **never** crossed: ``inf``, THE one "never" value of the package (:data:`NEVER`), so that "later than every
-      record" compares correctly; a reader that censors it (one interval beyond the run, say) does so in one
-      documented step of its own, on this value.
+    * crossed **at the first record**: ``times[0]``;
+    * **never** crossed: ``inf``, THE one "never" value of the package (:data:`NEVER`).
 
     Returns:
         an array of the shape of ``values`` without ``axis`` (broadcast with ``level``), of floats.

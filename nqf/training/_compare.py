@@ -1,11 +1,5 @@
-r"""THE side-by-side runner: a model and its NQF trained from the same $W(0)$ by one optimiser (Sec. 7, Fig. 2).
-
-Theorem 1 (Eq. 2): near small weights a model of interchangeable neurons is its neural quadratic form
-$f_x(0) + \mathrm{Tr}[WW^\top A(x)] + O(\|W\|^3)$ (one $A^{(o)}$ per output, Cor. 1). :func:`compare_with_nqf`
-takes the model and its form (:func:`nqf.structure.quadratic_form`), trains both with :func:`nqf.training.train`
-on one loss (:class:`nqf.model.MSE`), records what :class:`Track` asks for and reads the **agreement window** by
-the one rule (:class:`Agreement`). :func:`nqf.diagnose` is a reading of the same runs.
-"""
+r"""THE side-by-side runner: a model and its NQF trained from the same $W(0)$ by one optimiser (Sec. 7, Fig. 2;
+Theorem 1, Eq. 2)."""
 
 from __future__ import annotations
 

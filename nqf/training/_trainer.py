@@ -1,14 +1,6 @@
-r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser.
-
-Everything in :mod:`nqf` that trains weights is a configuration of :func:`train` (the side-by-side runner
-:func:`~nqf.training.compare_with_nqf` and the chapters' recipes ``notebooks/chNN_*.py`` included). The ``loss``
-and ``record`` are static callables (module-level functions or ``equinox.Module`` values), so the compiled program
-is cached on *what* they are; data reach it through arguments, never closures, and an :class:`Optimizer`'s numeric
-hyperparameters are traced: a new dataset of the same shapes or a new learning rate compiles nothing. Step $k$ at
-learning rate $\eta$ is flow time $t = \eta k$ of the gradient flow of the loss (:data:`nqf.model.mse`, Eq. 26).
-A run whose loss becomes non-finite or climbs (:data:`GROWTH`) is reported, never silent (:class:`Training`,
-:class:`Runs`).
-"""
+r"""THE trainer: one jitted ``lax.scan`` over a parameter pytree with an optax optimiser. ``loss`` and ``record``
+are static, data come through arguments and numeric hyperparameters are traced, so new data or a new learning
+rate compile nothing; step $k$ at rate $\eta$ is flow time $t = \eta k$ (Eq. 26)."""
 
 from __future__ import annotations
 
