@@ -21,9 +21,7 @@ from .._checks import (check_callable, check_finite, check_int, check_key, check
 from ..model import mse_loss
 
 VMAPPABLE = ("params", "data", "batches", "key", "args")
-#: the most steps one call takes, summed over its vmapped runs: the run keeps one loss per step in memory
-#: (8 bytes each: 2**27 steps are 1 GiB; 2**62 steps aborted the interpreter in XLA, 10**30 reached MLIR as a
-#: number it cannot hold, 2**31 asks for 16 GiB)
+#: the most steps one call takes, summed over its vmapped runs (one loss per step is kept: 2**27 are 1 GiB)
 MAX_STEPS = 2**27
 #: the optax optimisers :func:`optimizer` builds by name: their ``update(grads, state, params)`` needs nothing
 #: else (``lbfgs`` and ``polyak_sgd`` need the loss value, and a line search, at every update)
@@ -247,10 +245,8 @@ LANES = ("params", "data", "args")
 
 # ------------------------------------------------------------------ the one loop
 def _float_counters(state):
-    """The optimiser state with its integer scalar counters (optax Adam's step ``count``) cast to the default
-    float, the one place the trainer does so: ``decay ** count`` then needs no implicit int -> float promotion
-    (strict dtype promotion), and the numbers are bit-identical (JAX promotes a traced int exponent to that
-    float anyway, and counts are exact in float64 up to 2**53)."""
+    """The optimiser state with its integer scalar counters (Adam's ``count``) cast to float (strict dtype
+    promotion; bit-identical numbers)."""
     to = jnp.result_type(float)
     return jax.tree_util.tree_map(
         lambda a: a.astype(to) if isinstance(a, jax.Array) and a.ndim == 0 and jnp.issubdtype(a.dtype, jnp.integer)
@@ -362,8 +358,6 @@ def _check_params(name: str, params) -> None:
             raise wrong_kind(name, "have floating-point array leaves (the trainer differentiates every leaf; pass "
                                    "other values through `args`)", f"a leaf of type {type(leaf).__name__} "
                                                                    f"{leaf!r:.60} at {where}")
-        # an array's own dtype (jnp.result_type raises JAX's unnamed TypeError for a NumPy string or object array);
-        # a Python number's JAX dtype
         dtype = leaf.dtype if hasattr(leaf, "dtype") else jnp.result_type(leaf)
         if not jnp.issubdtype(dtype, jnp.floating):
             raise wrong_kind(name, "have floating-point leaves (the trainer differentiates them; cast, e.g. "
@@ -428,8 +422,7 @@ def _source(data, num_steps: int, lanes: tuple):
         return Sampled(data.sample), None, None, data.key, axes + (("key",) if "data" in lanes else ())
     if not isinstance(data, Minibatches):
         return FullBatch(), data, None, None, axes + (("data",) if "data" in lanes else ())
-    # checked on the host (NumPy): jnp.asarray and a jax array's min/max would compile three eager programs per
-    # shape; the scan takes either kind
+    # checked on the host (NumPy): no eager programs
     batches = data.indices if isinstance(data.indices, jax.Array) else np.asarray(data.indices)
     lead = 1 if "data" in lanes else 0
     if batches.ndim not in (1 + lead, 2 + lead) or batches.shape[lead] != num_steps or \
