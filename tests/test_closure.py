@@ -11,7 +11,7 @@ import pytest
 
 import nqf
 from nqf.training import BatchLoss, Record
-from nqf.updates._discrete import SGDState, nqf_sgd_step, sgd_state
+from nqf.updates._discrete import SGDState, sgd_state
 from nqf.updates import nqf_sgd, same_statistics, statistics, step_prediction_error, weight_outputs, weights_from_statistics
 from nqf.model import NQFData
 from helpers import BAD_INPUT, general_nqf_data
@@ -73,8 +73,13 @@ def test_momentum_and_weight_decay_close_on_joint_moments(beta, wd):
     assert float(jnp.max(jnp.abs(closed.M[-1] - closed.M[0]))) > 1e-3  # it did move
 
 
+def _step(state, batch, **options):
+    """One exact step on the whole of ``batch``: nqf_sgd with one row of indices, its last state."""
+    return SGDState(*(x[-1] for x in nqf_sgd(state, batch, jnp.arange(batch.m)[None], **options)))
+
+
 def test_one_update_serves_step_scan_and_state_forms():
-    """nqf_sgd is the scan of nqf_sgd_step; (M, mu) and an empty SGDState are the same start."""
+    """nqf_sgd over T rows is T one-step runs; (M, mu) and an empty SGDState are the same start."""
     data = _data(seed=13)
     p, d, eta = data.p, 5, 0.01
     W = 0.4 * jnp.asarray(np.random.default_rng(14).normal(size=(p, d)))
@@ -82,7 +87,7 @@ def test_one_update_serves_step_scan_and_state_forms():
     run = nqf_sgd(sgd_state(*statistics(W)), data, batches, eta=eta, d=d, momentum=0.5, weight_decay=0.1)
     state = statistics(W)
     for t, idx in enumerate(batches):
-        state = nqf_sgd_step(state, data.subset(idx), eta=eta, d=d, momentum=0.5, weight_decay=0.1)
+        state = _step(state, data.subset(idx), eta=eta, d=d, momentum=0.5, weight_decay=0.1)
         for got, want in zip(state, run):
             np.testing.assert_allclose(got, want[t + 1], atol=1e-14)
 
@@ -113,7 +118,7 @@ def test_single_momentum_step_tracks_the_buffer():
     for _ in range(3):
         V = beta * V + jax.grad(loss)(W) + wd * W
         W = W - eta * V
-        state = nqf_sgd_step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=wd)
+        state = _step(state, batch, eta=eta, d=d, momentum=beta, weight_decay=wd)
     for got, want in zip(state, (W @ W.T, W.sum(axis=1), W @ V.T, V @ V.T, V.sum(axis=1))):
         np.testing.assert_allclose(got, want, atol=1e-13)
 
@@ -185,8 +190,6 @@ def test_state_and_data_types_are_named():
         nqf_sgd(a["M0"], data, a["batches"], eta=0.1, d=4)
     with pytest.raises(TypeError, match="data"):
         nqf_sgd((a["M0"], a["mu0"]), (data.As, data.ys), a["batches"], eta=0.1, d=4)
-    with pytest.raises(TypeError, match="batch"):
-        nqf_sgd_step((a["M0"], a["mu0"]), data.As, eta=0.1, d=4)
 
 
 @pytest.mark.parametrize(

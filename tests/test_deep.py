@@ -11,7 +11,6 @@ import pytest
 from nqf.architectures import deep_attention, deep_mlp, deep_single_head_attention
 from nqf.training import BatchLoss, Minibatches, Record, train
 from nqf.updates import deep_nqf_sgd, same_statistics, weights_from_statistics
-from nqf.updates._deep import deep_nqf_sgd_step
 from nqf.model import compress_statistics, deep_nqf_apply, deep_nqf_loss, layer_statistics, scale_forms
 from nqf.model._deep import deep_nqf_output
 
@@ -162,7 +161,8 @@ def test_one_step_matches_weights():
     eta = 0.3
     grads = jax.jit(jax.grad(lambda W: deep_nqf_loss(layer_statistics(W), arch.forms, xs, ys)))(Ws)
     after = layer_statistics(tuple(W - eta * g for W, g in zip(Ws, grads)))
-    pred = deep_nqf_sgd_step(layer_statistics(Ws), arch.forms, xs, ys, eta=eta, widths=widths)
+    run = deep_nqf_sgd(layer_statistics(Ws), arch.forms, xs, ys, jnp.arange(6)[None], eta=eta, widths=widths)
+    pred = jax.tree_util.tree_map(lambda a: a[-1], run)
     for (Ma, ma), (Mp, mp) in zip(after, pred):
         np.testing.assert_allclose(Mp, Ma, atol=1e-13 * float(jnp.max(jnp.abs(Ma))))
         np.testing.assert_allclose(mp, ma, atol=1e-13 * float(jnp.max(jnp.abs(ma))))
@@ -204,13 +204,13 @@ def test_bad_input():
         MLP.apply((Ws[0], Ws[1][:-1]), x)
     with pytest.raises(BAD_INPUT, match="`x`"):
         MLP.apply(Ws, jnp.ones(3))
-    stats = layer_statistics(Ws)
+    stats, step0 = layer_statistics(Ws), jnp.zeros((1, 1), int)  # one step, on sample 0
     with pytest.raises(ValueError, match="widths"):
-        deep_nqf_sgd_step(stats, MLP.forms, x[None], jnp.ones(1), eta=0.1, widths=(5,))
+        deep_nqf_sgd(stats, MLP.forms, x[None], jnp.ones(1), step0, eta=0.1, widths=(5,))
     with pytest.raises(ValueError, match="forms"):
-        deep_nqf_sgd_step(stats, MLP.forms[:1], x[None], jnp.ones(1), eta=0.1, widths=(5, 7))
+        deep_nqf_sgd(stats, MLP.forms[:1], x[None], jnp.ones(1), step0, eta=0.1, widths=(5, 7))
     with pytest.raises(ValueError, match="eta"):
-        deep_nqf_sgd_step(stats, MLP.forms, x[None], jnp.ones(1), eta=-0.1, widths=(5, 7))
+        deep_nqf_sgd(stats, MLP.forms, x[None], jnp.ones(1), step0, eta=-0.1, widths=(5, 7))
     with pytest.raises(BAD_INPUT, match="Ws"):
         layer_statistics(jnp.ones((3, 3)))
     with pytest.raises(ValueError, match="hidden"):

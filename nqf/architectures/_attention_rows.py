@@ -1,9 +1,6 @@
-r"""The attention rows of Table 3 whose neuron is one *hidden dimension* of a single head, i.e. one row of
-the paper's $W^Q, W^K \in \mathbb R^{d_k\times D}$: single-head attention logits (Prop. 4, Eq. 12; $p = 2D$)
-and tied query–key attention ($W^Q = W^K = W$, $p = D$); and the quartic term of multi-head attention
-(Eq. 73). nqf stores neurons as **columns**, so these modules take ``W_nqf = W_paper.T``; then
-$M = W_\text{nqf} W_\text{nqf}^\top = W_\text{paper}^\top W_\text{paper}$, the paper's convention (caption of
-Table 3). The temperature $\sqrt{d_k}$ is fixed when the module is built, so $A$ does not depend on the width.
+r"""The attention rows of Table 3 whose neuron is one row of the paper's $W^Q, W^K$ (Prop. 4; tied QK), taking
+``W_nqf = W_paper.T`` so that $M = W_\text{paper}^\top W_\text{paper}$ (caption of Table 3), and the quartic
+term of multi-head attention (Eq. 73). The temperature $\sqrt{d_k}$ is fixed when a module is built.
 """
 
 from __future__ import annotations
@@ -94,8 +91,7 @@ def single_head_attention_logits(D: int, N: int, d_k: int, *, c: ArrayLike | Non
 
     $$ A(X) = \frac{1}{2\sqrt{d_k}}\begin{bmatrix}0 & x u^\top\\ u x^\top & 0\end{bmatrix},\quad u = \Sigma_X c . $$
 
-    ``c`` of shape ``(D, o)`` gives one $A^{(m)}$ per output (App. B.2). $\sqrt{d_k}$
-    is a fixed temperature (module docstring).
+    ``c`` of shape ``(D, o)`` gives one $A^{(m)}$ per output (App. B.2).
     """
     _check_sizes(D=D, N=N, d_k=d_k)
     c, outputs = _readout_vector(c, D)
@@ -137,10 +133,7 @@ def tied_qk_attention(D: int, N: int, d_k: int, *, c: ArrayLike | None = None) -
     $$ \begin{aligned} f &= c^\top X\,\mathrm{softmax}\!\Big(\frac{X^\top W^\top W x}{\sqrt{d_k}}\Big) \\
        &= c^\top x_{avg} + \frac{1}{\sqrt{d_k}}\,u^\top W^\top W x + O(\|W\|^4), \quad u = \Sigma_X c . \end{aligned} $$
 
-    The paper's $W \in \mathbb R^{d_k\times D}$ has one neuron per row, so the
-    NQF order parameter is $M = W^\top W$; nqf takes ``W_nqf = W.T`` of shape
-    ``(D, d)`` and then $M = W_\text{nqf} W_\text{nqf}^\top$ is the same matrix.
-    Closed form (Table 3):
+    nqf weights ``W.T`` of shape ``(D, d)`` (module docstring). Closed form (Table 3):
 
     $$ A^\text{tied}_{x, X, c} = \frac{1}{2\sqrt{d_k}}\,(x u^\top + u x^\top). $$
 

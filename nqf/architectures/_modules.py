@@ -230,11 +230,8 @@ class PhaseRetrieval(Architecture):
 
 
 def phase_retrieval(n: int) -> Architecture:
-    r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$ (Table 1 / Table 3).
-
-    Input ``x = a`` $\in \mathbb R^n$; neuron $w_i \in \mathbb R^n$. The module
-    is exactly quadratic, so the NQF is exact.
-    """
+    r"""Phase retrieval $\hat y_a = a^\top W W^\top a$, $A_a = a a^\top$ (Tables 1, 3): input ``x = a``, neuron
+    $w_i \in \mathbb R^n$; exactly quadratic, so the NQF is exact."""
     return PhaseRetrieval(_int("n", n))
 
 

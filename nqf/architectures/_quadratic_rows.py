@@ -13,6 +13,7 @@ from jaxtyping import Array, Float, Int
 from .._checks import check_shape, invalid, is_concrete
 from .._random import normal
 from .._types import ArrayLike, Input
+from ._attention_rows import _check_rows_weights
 from ._base import Architecture, _check_sizes, check_input, check_weights, feedforward_structure
 
 
@@ -43,11 +44,8 @@ class PSDMatrixSensing(Architecture):
 
 
 def psd_matrix_sensing(n: int) -> Architecture:
-    r"""PSD matrix sensing / factorisation, $\hat y_a = \langle S_a, WW^\top\rangle$ (Table 3).
-
-    Input ``x = S_a`` $\in\mathbb R^{n\times n}$ (any square matrix), neuron $w_i\in\mathbb R^n$
-    (a column of the factor $W$). Exactly quadratic, with $A_a = \mathrm{Sym}(S_a) = \tfrac12(S_a + S_a^\top)$.
-    """
+    r"""PSD matrix sensing / factorisation, $\hat y_a = \langle S_a, WW^\top\rangle$, $A_a = \mathrm{Sym}(S_a)$
+    (Table 3): input ``x = S_a`` (any $n\times n$ matrix), neuron $w_i\in\mathbb R^n$ (a column of $W$)."""
     _check_sizes(n=n)
     return PSDMatrixSensing(int(n))
 
@@ -82,9 +80,8 @@ class RectangularMatrixSensing(Architecture):
 def rectangular_matrix_sensing(n1: int, n2: int) -> Architecture:
     r"""Rectangular matrix sensing, $\hat y_a = \langle S_a, UV^\top\rangle = \mathrm{Tr}(U^\top S_a V)$ (Table 3).
 
-    Neuron ``w = [u (n1); v (n2)]`` (column $i$ of $U$ stacked on column $i$ of $V$),
-    input ``x = S_a`` $\in\mathbb R^{n_1\times n_2}$. Feed-forward (Eq. 17) with $C = S_a$:
-    $A_a = \tfrac12\left[\begin{smallmatrix}0 & S_a\\ S_a^\top & 0\end{smallmatrix}\right]$.
+    Neuron ``w = [u (n1); v (n2)]`` (columns $i$ of $U$ and $V$), input ``x = S_a`` $\in\mathbb R^{n_1\times n_2}$;
+    feed-forward (Eq. 17) with $C = S_a$.
     """
     _check_sizes(n1=n1, n2=n2)
     return RectangularMatrixSensing(int(n1), int(n2))
@@ -143,8 +140,7 @@ def matrix_completion(n_rows: int, n_cols: int) -> Architecture:
 
     $u_i$ is row $i$ of $U\in\mathbb R^{n_\text{rows}\times r}$, $v_j$ row $j$ of $V$;
     a *neuron* is one latent factor, ``w = [U[:, k]; V[:, k]]``, $p = n_\text{rows} + n_\text{cols}$.
-    Input: the integer pair ``x = (i, j)``. $A_{ij} = \tfrac12\left[\begin{smallmatrix}0 & e_ie_j^\top\\
-    e_je_i^\top & 0\end{smallmatrix}\right]$.
+    Input: the integer pair ``x = (i, j)``; feed-forward (Eq. 17) with $C = e_ie_j^\top$.
     """
     _check_sizes(n1=n_rows, n2=n_cols)
     return IndexPairModel(int(n_rows), int(n_cols), "matrix_completion")
@@ -154,8 +150,7 @@ def word_context_embedding(n_words: int, n_contexts: int) -> Architecture:
     r"""Word–context embedding score, $s_{wc} = u_w^\top v_c$ (Table 3).
 
     Word vectors are the rows of $U\in\mathbb R^{n_\text{words}\times r}$, context
-    vectors the rows of $V$; a neuron is one embedding dimension. Input ``x = (w, c)``.
-    $A_{wc} = \tfrac12\left[\begin{smallmatrix}0 & e_we_c^\top\\ e_ce_w^\top & 0\end{smallmatrix}\right]$.
+    vectors the rows of $V$; a neuron is one embedding dimension. Input ``x = (w, c)``; $C = e_we_c^\top$.
     """
     _check_sizes(n1=n_words, n2=n_contexts)
     return IndexPairModel(int(n_words), int(n_contexts), "word_context_embedding")
@@ -196,8 +191,7 @@ def bilinear_sequence_regression(D: int, L: int, *, s: int = 0, t: int = 1) -> A
 
     Input: a sequence $X\in\mathbb R^{D\times L}$ of $L$ tokens; the output couples
     tokens ``s`` and ``t`` (fixed positions). Neuron ``w = [u (D); v (D)]`` (column $i$
-    of $U$ and of $V$). Feed-forward with $C = x_s x_t^\top$:
-    $A_{s,t} = \tfrac12\left[\begin{smallmatrix}0 & x_sx_t^\top\\ x_tx_s^\top & 0\end{smallmatrix}\right]$.
+    of $U$ and of $V$). Feed-forward (Eq. 17) with $C = x_s x_t^\top$.
     """
     _check_sizes(D=D, L=L)
     for name, pos in (("s", s), ("t", t)):
@@ -226,11 +220,7 @@ class LinearSSLAugmentation(Architecture):
         return jnp.asarray(x[0]) - jnp.asarray(x[1])
 
     def apply(self, W: Float[ArrayLike, "p d"], x: Input) -> Float[Array, ""]:
-        n = self.n
-        shape = tuple(np.shape(W))
-        if len(shape) != 2 or shape[0] != n or shape[1] < 1:
-            raise invalid("W", f"have shape (p, d) = ({n}, *) for linear_ssl_augmentation: one column per neuron (the "
-                          f"paper's encoder W (d x {n}) has neurons as ROWS; pass W.T, to_nqf_weights)", f"shape {shape}")
+        _check_rows_weights(W, self.n, "linear_ssl_augmentation", f"its encoder W (d x {self.n})")
         return jnp.sum((jnp.asarray(W).T @ self._delta(x)) ** 2)
 
     def structure(self, x: Input) -> Float[Array, "p p"]:
@@ -246,9 +236,8 @@ class LinearSSLAugmentation(Architecture):
 def linear_ssl_augmentation(n: int) -> Architecture:
     r"""Linear SSL augmentation term $\lVert W\Delta\rVert^2 = \mathrm{Tr}(W^\top W\Delta\Delta^\top)$ (Table 3).
 
-    The paper's encoder $W\in\mathbb R^{d\times n}$ has one neuron per **row**, so its
-    order parameter is $W^\top W$. nqf takes ``W_nqf = W.T`` (shape ``(n, d)``, one
-    column per neuron). Input ``x = (x, chi)``, a sample and its augmentation;
+    The paper's encoder $W\in\mathbb R^{d\times n}$ has one neuron per **row**: nqf takes ``W.T``
+    (:func:`~nqf.architectures.to_nqf_weights`). Input ``x = (x, chi)``, a sample and its augmentation;
     $A_\Delta = \Delta\Delta^\top$, $\Delta = x - \chi$.
     """
     _check_sizes(n=n)

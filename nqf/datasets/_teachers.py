@@ -1,27 +1,7 @@
-r"""The four modules of Fig. 2, their end-to-end linear maps, and low-rank NQF teachers.
-
-Fig. 2 of the paper trains an MLP, a CNN, query–key-only attention and multi-head attention
-(8 outputs each) on 600 Gaussian samples labelled by "a low-rank NQF" with singular values
-$s = (1, \frac12, \frac14, \frac18)$ and plots the "recovered singular values" $\hat s_k(t)/s_k$.
-The paper defines neither; the book uses the feed-forward form (Eqs. 17–19). Each of these
-modules' $A(x)$ is block off-diagonal, $A^{(m)} = \frac12[[0, C^{(m)}], [C^{(m)\top}, 0]]$, with
-$C^{(m)}(x)$ linear in a feature of the input, so the NQF output is linear in that feature through
-one matrix $L(W)$ built from the effective matrix $Z_2Z_1^\top$ of Eq. (18):
-
-==============  ==========================================  ==================  =============================
-module          $L(W)$                                      feature             NQF output
-==============  ==========================================  ==================  =============================
-MLP (Eq. 6)     $VU^\top$ ($o\times k$)                      $x$                 $\phi'(0)\,Lx$
-CNN (Eq. 16)    $VK^\top$ ($o\times k_hk_w$)                 $\sum_p x_p$        $\phi'(0)\,L\sum_px_p$
-QK-only (12)    $(W^K)^\top W^Q$ ($D\times D$)               $(q, u_m=\Sigma_Xc_m)$  $u_m^\top Lq/\sqrt{d_k}$
-MHA (Eq. 8)     $\sum_iR_i^\top W^V_i$ ($o\times D$)         $x_{avg}$           $Lx_{avg}$
-==============  ==========================================  ==================  =============================
-
-$\hat s_k(t)$ is the $k$-th singular value of $L(W(t))$, for the module and for the NQF alike. For
-the MLP it is the SVD of the product of the two layers. The teacher is the NQF of the same
-module at weights $W^*$ of rank 4 with $L(W^*) = P\,\mathrm{diag}(s)\,Q^\top$ (random orthonormal
-$P, Q$), plus the module's own $f_x(0)$: $y = f_x(0) + \mathrm{Tr}[W^*W^{*\top}A(x)]$, so the NQF
-can reach zero loss and $\hat s_k\to s_k$ is its fixed point.
+r"""The four modules of Fig. 2 (MLP, CNN, QK-only attention, MHA), their end-to-end linear maps and low-rank
+NQF teachers. Each module's $A(x)$ is feed-forward (Eqs. 17-19), so its NQF output is linear in a feature of
+the input through one matrix $L(W)$, built from $Z_2Z_1^\top$ (Eq. 18); Fig. 2's "recovered singular values"
+$\hat s_k(t)/s_k$ are those of $L(W(t))$ (the chapter tabulates $L$ and the feature of each module).
 """
 
 from __future__ import annotations
@@ -51,11 +31,11 @@ class Fig2Module(NamedTuple):
     label: str  #: panel title
     arch: Architecture  #: the module, as an nqf Architecture (its A(x) and forward)
     d: int  #: neurons (width) of the student
-    linear_map: Callable[[Array], Array]  #: W -> L(W), the end-to-end linear map (module docstring)
+    linear_map: Callable[[Array], Array]  #: W -> L(W), the end-to-end linear map
     weights_from_map: Callable[[Array, int], Array]  #: (factors (P, s, Q), d) -> W with L(W) = P diag(s) Q^T
     map_shape: tuple[int, int]  #: shape of L
     describe: str  #: sizes, in words
-    feature: Callable[[Any], Any]  #: x -> the feature the NQF output is linear in (table above)
+    feature: Callable[[Any], Any]  #: x -> the feature the NQF output is linear in
     feature_output: Callable[[Array, Any], Array]  #: (W, x) -> NQF output minus f_x(0), from L(W) and the feature
 
 

@@ -1,21 +1,9 @@
 r"""The one ODE entry point of :mod:`nqf` (:func:`integrate`, the only ``diffrax.diffeqsolve``) and the
-gradient flow on $M$ (Eq. 28).
-
-**Compiled once per shape.** Vector fields are module-level functions and the data travel through ``args``;
-the field, solver and step budget are static, everything else traced: new data of the same shapes, or a new
-``rtol``, compiles nothing. With JAX's persistent cache on, :func:`gradient_flow` also stores its program as a
-``jax.export`` serialization (:mod:`nqf.flow._export`). Both caches need a program without host callbacks
-(equinox's ``EQX_ON_ERROR=nan`` or ``off``; nqf never changes that mode).
-
-**Sufficient statistics or samples.** Under ZGZ, $H$ (Eq. 27) is affine in $M$. With $u(S)$ the packed upper
-triangle of a symmetric $S$ ($u_{ij} = \sqrt2S_{ij}$ off the diagonal, so $\mathrm{Tr}[SA] = u(S)\cdot u(A)$) and
-$U$ the rows $u(A_\mu)$: the sample path evaluates $u(H) = \frac4mU^\top(Uu(M) - r)$, $r = y - f_0$ ($2mk$ per
-evaluation, $k = p(p+1)/2$); the statistics path forms $G = U^\top U$, $c = U^\top r$ once and evaluates
-$u(H) = \frac4m(Gu(M) - c)$ ($k^2$). ``statistics=None`` picks the cheaper by a cost model.
-
-``solver="auto"`` is Tsit5 at every tolerance (at equal error Dopri8 costs as much). ``time="log"`` integrates in
-$s = \ln(1 + (t - t_0)/t_s)$, $t_s$ the first save interval (``"auto"``: when the save times span more than three
-decades); it pays on long plateaus.
+gradient flow on $M$ (Eq. 28), compiled once per shape: vector fields are module-level functions, the data travel
+through ``args``, and only the field, solver and step budget are static. :func:`gradient_flow` also stores its
+program as a ``jax.export`` serialization (:mod:`nqf.flow._export`); both caches need a program without host
+callbacks (equinox's ``EQX_ON_ERROR=nan`` or ``off``). Under ZGZ, $H$ (Eq. 27) is affine in $M$: the flow runs on
+the packed upper triangle $u(M)$ (:func:`pack`), from the samples or from the sufficient statistics (:func:`_prepare`).
 """
 
 from __future__ import annotations
@@ -47,8 +35,9 @@ class ODEOptions(eqx.Module):
     r"""How an ODE of :mod:`nqf` is solved, diffrax's way (one frozen object, as ``PIDController``):
     PID step control at ``rtol``, ``atol`` (traced: a new value compiles nothing; ``rtol`` in (0, 1), ``atol``
     >= 0), an explicit Runge-Kutta ``solver`` (``"auto"`` = ``"tsit5"``, ``"dopri8"`` (order 8, like scipy's
-    DOP853), ``"tsit5"``, ``"dopri5"``), the clock ``time`` (``"linear"``, ``"log"``, ``"auto"``: see the module
-    docstring), the step budget ``max_steps`` (a solve that needs more raises), diffrax's progress bar
+    DOP853), ``"tsit5"``, ``"dopri5"``), the clock ``time`` (``"linear"``; ``"log"``: $s = \ln(1 + (t - t_0)/t_s)$,
+    $t_s$ the first save interval, for long plateaus; ``"auto"``: log when the save times span more than three
+    decades), the step budget ``max_steps`` (a solve that needs more raises), diffrax's progress bar
     (``progress``), the largest step ``dtmax`` and the ``norm`` of the scaled error (diffrax's RMS norm by
     default). Checked when a flow is called."""
 
@@ -192,8 +181,8 @@ def _check_ts(ts) -> np.ndarray:
 
 
 def choose_solver(solver: str, rtol: float) -> str:
-    """The solver that ``solver="auto"`` means (``"tsit5"`` at every ``rtol``: see the module docstring); an
-    explicit name is returned as it is (after checking it)."""
+    """The solver that ``solver="auto"`` means: ``"tsit5"`` at every ``rtol`` (at equal error Dopri8 costs as
+    much); an explicit name is returned as it is (after checking it)."""
     if not isinstance(solver, str) or (solver != "auto" and solver not in SOLVERS):
         raise invalid("solver", f"be 'auto' or one of {sorted(SOLVERS)}", f'{solver!r}')
     return "tsit5" if solver == "auto" else solver
@@ -419,7 +408,7 @@ def gradient_flow(
     M0: Float[ArrayLike, "*n p p"],
     data: NQFData | Sequence[NQFData],
     ts: Float[ArrayLike, " T"],
-    *old_order: Any,
+    *,
     options: ODEOptions = ODEOptions(),
     statistics: bool | None = None,
     mesh: jax.sharding.Mesh | None = None,
@@ -448,10 +437,6 @@ def gradient_flow(
         :class:`ODESolution` with ``ys`` = $M(t)$ at each ``ts``, shape ``(T, p, p)`` (``(n, T, p, p)``
         for a batch, with ``num_steps`` of shape ``(n,)``), and the step counts.
     """
-    if old_order:  # gradient_flow(As, ys, M0, ts) of nqf 0.1
-        raise wrong_kind("M0", "be the first of the three positional arguments gradient_flow(M0, data, ts) (the old "
-                               "order gradient_flow(As, ys, M0, ts) is now gradient_flow(M0, nqf.model.NQFData(As, ys), "
-                               "ts); options are keywords)", f"{3 + len(old_order)} positional arguments")
     require_x64("gradient_flow")
     check_mesh(mesh)
     ndim = np.ndim(M0)

@@ -1,4 +1,5 @@
-r"""The NQF model on $(M, \mu)$: outputs (Eq. 20), loss, $H$, the flow field (Eq. 28), and the NTK (Prop. 8).
+r"""The NQF model on $(M, \mu)$: outputs (Eq. 20), loss, $H$ (Eq. 27; the flow is $\dot M = -HM - MH$, Eq. 28),
+and the NTK (Prop. 8).
 """
 
 from ._model import outputs, residuals, mse_loss, mse, MSE, h_matrix

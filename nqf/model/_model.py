@@ -128,9 +128,3 @@ def h_matrix(M: Matrix, data: NQFData) -> Matrix:
     _require_zgz(data, "h_matrix")
     delta = residuals(M, data)
     return 4.0 * jnp.einsum("m,mij->ij", delta, data.As) / data.As.shape[0]
-
-
-def flow_field(M: Matrix, data: NQFData) -> Matrix:
-    r"""Right-hand side of the closed flow $\dot M = -HM - MH$ (Eq. 28), $H$ of Eq. (27)."""
-    H = h_matrix(M, data)
-    return -(H @ M + M @ H)

@@ -42,12 +42,6 @@ def _step(stats, forms, xs, ys, eta, widths):
     return tuple(_layer_update(M, mu, G, v, eta, d) for (M, mu), (G, v), d in zip(stats, grads, widths))
 
 
-def deep_nqf_sgd_step(stats: Stats, forms: tuple[Callable, ...], xs, ys: Float[ArrayLike, " b"], *, eta: float,
-                      widths: Sequence[int]) -> Stats:
-    """One step of :func:`deep_nqf_sgd` on the minibatch ``(xs, ys)``, eagerly."""
-    return _step(stats, forms, xs, jnp.asarray(ys), eta, _check(stats, forms, eta, widths))
-
-
 @partial(jax.jit, static_argnames=("forms", "widths"))
 def _sgd_scan(stats0, xs, ys, batches, eta, forms, widths):
     def body(stats, idx):

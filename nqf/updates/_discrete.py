@@ -118,14 +118,6 @@ def _update(state: SGDState, batch: NQFData, eta, d, beta, wd) -> SGDState:
     return SGDState(*moment_update(tuple(state), v, H, eta, d, beta, wd))
 
 
-def nqf_sgd_step(state, batch: NQFData, *, eta: float, d: int, momentum: float = 0.0,
-                 weight_decay: float = 0.0) -> SGDState:
-    """One step of :func:`nqf_sgd` on the minibatch ``batch`` (an :class:`~nqf.model.NQFData`), eagerly."""
-    batch = require_data(batch, name="batch")
-    state = _as_state(state, batch.p)
-    return _update(state, batch, *_check_options(eta, d, momentum, weight_decay))
-
-
 @jax.jit
 def _sgd_scan(state0, data, batches, eta, d, beta, wd):
     """The scan of :func:`nqf_sgd`: data and every number are arguments, so it compiles once per shape."""
