@@ -1,5 +1,5 @@
-"""Chapter 6's recipe: one panel of Fig. 2, a module of :func:`nqf.datasets.fig2_modules` and its NQF trained on a
-low-rank teacher (:func:`nqf.datasets.low_rank_teacher`) from $W(0) = \\sigma Z$ at several scales $\\sigma$ (and seeds)
+"""Chapter 6's recipe: one panel of Fig. 2, a module of ``ch06_modules.fig2_modules`` and its NQF trained on a
+low-rank teacher (``ch06_modules.low_rank_teacher``) from $W(0) = \\sigma Z$ at several scales $\\sigma$ (and seeds)
 at once: one :func:`nqf.training.compare_with_nqf`, read as recovered singular values $\\hat s_k(t)/s_k$."""
 
 from typing import Any, NamedTuple

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.datasets import fig2_modules, low_rank_teacher
 from nqf.training import optimizer
 from helpers import count_compilations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+from ch06_modules import fig2_modules, low_rank_teacher  # noqa: E402
 from ch06_fig2 import (_outputs, fig2_lanes, half_times, judged_modes,  # noqa: E402
                        learning_phase_end, nqf_seed_to_seed, order_stat, seed_directions, switch_on_band,
                        switch_on_stat, window_growth)

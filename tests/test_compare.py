@@ -126,7 +126,10 @@ def test_bad_input():
 def test_nqf_output_is_eq2_and_fig2_teachers_have_the_stated_spectrum():
     """nqf_output = f(0) + Tr[W W^T A(x)] with the closed-form A (Eq. 2, one A per output), and each Fig. 2
     teacher's end-to-end linear map has singular values (1, 1/2, 1/4, 1/8)."""
-    from nqf.datasets import fig2_modules, low_rank_teacher
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+    from ch06_modules import fig2_modules, low_rank_teacher
 
     def parts(mod, W, x, W_teacher):  # one compiled program per module (eager ops would compile one each)
         closed = mod.arch.apply(jnp.zeros_like(W), x) + jnp.einsum("ij,oji->o", W @ W.T, mod.arch.structure(x))

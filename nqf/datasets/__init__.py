@@ -1,4 +1,5 @@
-r"""Data built to satisfy (or break) an assumption, figure datasets and teachers.
+r"""Data built to satisfy (or break) an assumption, figure datasets and teachers (Fig. 2's modules and teachers are
+chapter 6's own: notebooks/ch06_modules.py).
 """
 
 from ._digits import digits_odd_even, mnist_odd_even
@@ -9,7 +10,6 @@ from ._solvable import (
     orthogonal_features_data, orthogonal_samples_dataset, proportional_dataset, random_orthogonal,
 )
 from ._spectra import fig3_right_spectrum, fourier_dataset, nam_emergence_spectrum, one_hot_dataset, sample_power_law
-from ._teachers import fig2_modules, low_rank_teacher
 
 __all__ = [
     # the solvable cases of Sec. 5 (Assumptions 1-2, Thms 4-7, Cor. 4), and breaking them
@@ -19,6 +19,6 @@ __all__ = [
     # sudden learning and scaling laws (Secs. 6-7: Figs. 3-5)
     "fig4_dataset", "gaussian_init", "fig3_right_spectrum", "one_hot_dataset", "sample_power_law",
     "nam_emergence_spectrum", "fourier_dataset",
-    # teachers and images (Figs. 2, 7; Sec. 4)
-    "teacher_dataset", "fig2_modules", "low_rank_teacher", "digits_odd_even", "mnist_odd_even",
+    # teachers and images (Fig. 7; Sec. 4)
+    "teacher_dataset", "digits_odd_even", "mnist_odd_even",
 ]

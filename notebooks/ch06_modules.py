@@ -1,5 +1,5 @@
-r"""The four modules of Fig. 2 (MLP, CNN, QK-only attention, MHA), their end-to-end linear maps and low-rank
-NQF teachers. Each module's $A(x)$ is feed-forward (Eqs. 17-19), so its NQF output is linear in a feature of
+r"""Chapter 6's modules and data: the four modules of Fig. 2 (MLP, CNN, QK-only attention, MHA), their end-to-end
+linear maps and low-rank NQF teachers (figure data, moved here from nqf.datasets in 1.0: no other chapter uses them). Each module's $A(x)$ is feed-forward (Eqs. 17-19), so its NQF output is linear in a feature of
 the input through one matrix $L(W)$, built from $Z_2Z_1^\top$ (Eq. 18); Fig. 2's "recovered singular values"
 $\hat s_k(t)/s_k$ are those of $L(W(t))$ (the chapter tabulates $L$ and the feature of each module).
 """
@@ -15,13 +15,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import check_key, check_size, invalid
-from .._random import normal
-from ..architectures import Architecture, cnn, multihead_attention, single_head_attention_logits, two_layer_mlp
-from ..architectures._modules import patch_index
-from ..structure._matrix_free import nqf_output
+from nqf.architectures import Architecture, cnn, multihead_attention, single_head_attention_logits, two_layer_mlp
+from nqf.structure import nqf_output
 
 FIG2_SINGULAR_VALUES = (1.0, 0.5, 0.25, 0.125)
+
+
+def patch_index(height: int, width: int, kh: int, kw: int) -> np.ndarray:
+    """Flat indices ``(P, kh*kw)`` of the valid stride-1 patches, row-major (as nqf's CNN takes them)."""
+    rows = np.arange(height - kh + 1)[:, None, None, None] + np.arange(kh)[None, None, :, None]
+    cols = np.arange(width - kw + 1)[None, :, None, None] + np.arange(kw)[None, None, None, :]
+    return (rows * width + cols).reshape(-1, kh * kw)
 
 
 class Fig2Module(NamedTuple):
@@ -67,7 +71,7 @@ def _mha_parts(D: int, d_k: int, d_v: int, o: int):
         P, sv_, Q = factors  # P (o, r), Q (D, r)
         r = sv_.shape[0]
         if r > d:
-            raise invalid("d", f"be at least {r} heads for a rank-{r} MHA teacher", f"d = {d}")
+            raise ValueError(f"`d` must be at least {r} heads for a rank-{r} MHA teacher; got d = {d}.")
         root = jnp.sqrt(sv_)
         V = jnp.zeros((d, d_v, D), P.dtype).at[:r, 0, :].set((Q * root[None, :]).T)
         R = jnp.zeros((d, d_v, o), P.dtype).at[:r, 0, :].set((P * root[None, :]).T)
@@ -119,9 +123,8 @@ def fig2_modules(*, outputs: int = 8, key: Array) -> tuple[Fig2Module, ...]:
     * MHA: 4 heads (the neurons), $d_k = 8$, $d_v = 20$, input dimension 20, sequence 16, readout
       $R_i\in\mathbb R^{d_v\times8}$ (:func:`nqf.architectures.multihead_attention`).
     """
-    check_key("key", key)
     o = int(outputs)
-    c = normal(key, (20, o)) / np.sqrt(20.0)
+    c = jax.random.normal(key, (20, o)) / np.sqrt(20.0)
     mha_map, mha_build = _mha_parts(20, 8, 20, o)
     ff = _ff_map(20)
     cnn_arch = cnn(5, 7, 4, 5, outputs=o)
@@ -154,7 +157,7 @@ class TeacherSet(NamedTuple):
 
 
 def _orthonormal(key, n: int, r: int) -> Array:
-    return jnp.linalg.qr(normal(key, (n, r)))[0]
+    return jnp.linalg.qr(jax.random.normal(key, (n, r)))[0]
 
 
 def low_rank_teacher(
@@ -168,8 +171,7 @@ def low_rank_teacher(
     """
     s_arr = np.asarray(s, dtype=float)
     if s_arr.ndim != 1 or s_arr.size < 1 or np.any(s_arr <= 0):
-        raise invalid("s", 'be a non-empty sequence of positive singular values', f'{s!r}')
-    check_size("m", m)
+        raise ValueError(f"`s` must be a non-empty sequence of positive singular values; got {s!r}.")
     kx, kp, kq = jax.random.split(key, 3)
     keys = jax.random.split(kx, m)
     xs = jax.vmap(module.arch.sample_input)(keys)
