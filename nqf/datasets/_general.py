@@ -1,5 +1,5 @@
 r"""General NQF data (Eq. 20, ZGZ not assumed) from a module's own expansion at $W = 0$, measured by
-:func:`nqf.structure.structure_report` (App. B.1), with targets from a teacher NQF of a few neurons (Sec. 4).
+:func:`nqf.structure_report` (App. B.1), with targets from a teacher NQF of a few neurons (Sec. 4).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def teacher_dataset(module: Callable, k: int, m: int, *, p: int, seed: int, rank
     r"""The general NQF (Eq. 20) of ``module`` on ``m`` random inputs in $\mathbb R^k$, with teacher targets.
 
     Inputs come from ``subspace_inputs``; each input's $(A, g, B, f_x(0))$ is measured by
-    :func:`nqf.structure.structure_report` (App. B.1); the targets are the outputs of the same
+    :func:`nqf.structure_report` (App. B.1); the targets are the outputs of the same
     NQF at teacher weights $W^* \in \mathbb R^{p\times t}$ with entries $\mathcal N(0, s^2)$,
     $s$ = ``teacher_scale``, so a width-$t$ student can fit them exactly
     (:func:`nqf.updates.weight_outputs`). One numpy generator from ``seed`` draws the inputs,

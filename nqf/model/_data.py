@@ -99,7 +99,7 @@ class NQFData(eqx.Module):
 
     **Vector outputs** (App. B.2, one $A^{(o)}(x)$ per output): ``As`` of shape ``(m, o, p, p)`` with
     ``ys`` (and ``f0``, if not a scalar) of shape ``(m, o)`` (ZGZ only). The loss is the package's one
-    convention, :func:`nqf.model.mse`: the mean over the $m$ samples of the squared error summed over
+    convention, :data:`nqf.model.mse`: the mean over the $m$ samples of the squared error summed over
     the $o$ outputs, $\mathcal L = \frac1m\sum_{\mu,o}\Delta_{\mu o}^2$, whose gradient flow is Eq. (28)
     with $H = \frac4m\sum_{\mu,o}\Delta_{\mu o}A^{(o)}(x_\mu)$; gradient descent on the weights at learning
     rate $\eta$ follows it at flow time $t = \eta\cdot$step. The data are stored as $m o$ rows, one per

@@ -73,7 +73,7 @@ def residuals(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = N
 class MSE(eqx.Module):
     r"""THE loss convention of the package (Eq. 26, no factor ½), one object for every trainer, runner and recipe.
 
-    The default, :data:`mse` ``= MSE()``, is $\mathcal L = \frac1m\sum_\mu\|f(x_\mu) - y_\mu\|^2$: the **mean over
+    The default, :data:`nqf.model.mse` ``= MSE()``, is $\mathcal L = \frac1m\sum_\mu\|f(x_\mu) - y_\mu\|^2$: the **mean over
     samples** (axis 0) of the squared error **summed over outputs** (every other axis). For scalar outputs this is
     the paper's $\frac1m\sum_\mu\Delta_\mu^2$; for $o$ outputs it is the loss of App. B.2 (one $A^{(o)}$ per output),
     whose flow is Eq. (28) with $H = \frac4m\sum_{\mu, o}\Delta_{\mu o}A^{(o)}(x_\mu)$.
@@ -93,7 +93,7 @@ class MSE(eqx.Module):
                 raise invalid(name, f"be one of {options}", repr(value))
 
     def time_factor(self, num_outputs: int, num_samples: int) -> float:
-        """The factor by which this loss's gradient flow is faster than that of :data:`mse` (Eq. 28's time)."""
+        """The factor by which this loss's gradient flow is faster than that of :data:`nqf.model.mse` (Eq. 28's time)."""
         return (1.0 / num_outputs if self.outputs == "mean" else 1.0) * (num_samples if self.samples == "sum" else 1.0)
 
     def __call__(self, predictions: Float[ArrayLike, "m *o"], targets: Float[ArrayLike, "m *o"],
@@ -113,7 +113,7 @@ mse = MSE()
 
 def mse_loss(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = None) -> Float[Array, ""]:
     r"""The paper's loss $\frac1m\sum_\mu \Delta_\mu^2$ (Eq. 26), no factor ½, of the NQF at $(M, \mu)$
-    (:data:`mse` of its outputs)."""
+    (:data:`nqf.model.mse` of its outputs)."""
     return jnp.mean(residuals(M, data, mu=mu) ** 2)
 
 

@@ -172,7 +172,7 @@ def structure_report(
         d: width used for the test (at least 2, so that cross blocks exist).
         key: PRNG key for the random points (default ``PRNGKey(0)``).
         rtol: the largest relative break of a hypothesis read as rounding (default: the ``residual`` of THE
-            tolerance set, :func:`nqf._checks.theorem1_tolerance`, $\sqrt\epsilon$, which
+            tolerance set, ``nqf._checks.theorem1_tolerance``, $\sqrt\epsilon$, which
             :func:`nqf.check_hypotheses` uses too): of the value residuals at a random $W$, and of the gradient,
             the cross blocks and the spread of the blocks at 0 relative to the derivative scale.
     """

@@ -1,6 +1,6 @@
 r"""THE Theorem-1 probes of the dense and matrix-free checks: $W\sigma$ (Def. 1), neuron 1 zeroed (Property 1),
 the gradient's Taylor residual at $t = \pm h, \pm h/2$ (ratio 4 for $C^3$, 8 with a $\mathbb Z_2$ symmetry, 2 at a
-kink); steps and tolerances are :func:`nqf._checks.theorem1_tolerance`'s."""
+kink); steps and tolerances are ``nqf._checks.theorem1_tolerance``'s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 r"""Structure matrices of parameter pytrees and equinox Modules: :func:`neuron_weights` packs the neurons into
-one $W$ (:mod:`._neurons`), :func:`pytree_structure_matrix` is $A(x)$ (Theorem 1, Eq. 2) in those coordinates."""
+one $W$ (``nqf.structure._neurons``), :func:`pytree_structure_matrix` is $A(x)$ (Theorem 1, Eq. 2) in those coordinates."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def neuron_weights(params: Any, neuron_axes: Any) -> tuple[Float[Array, "p d"], 
     Args:
         params: a parameter pytree (dict of arrays, ``equinox.Module``, ...).
         neuron_axes: the neuron axis of each leaf, a prefix pytree of ``params`` as ``jax.vmap``'s ``in_axes`` (an
-            int, or ``None`` for a leaf that is not a neuron parameter), or the equinox way (:mod:`._neurons`).
+            int, or ``None`` for a leaf that is not a neuron parameter), or the equinox way (``nqf.structure._neurons``).
 
     Returns:
         ``(W, layout)``; ``layout.unflatten(W)`` inverts the packing (at any width).

@@ -80,7 +80,7 @@ class QuadraticForm(eqx.Module):
         return A if batch else A[0]
 
     def check(self, *args, key=None, require: bool = False) -> HypothesisCheck:
-        """Theorem 1's hypotheses measured at one input (:func:`nqf.structure.check_hypotheses`); ``require``: a
+        """Theorem 1's hypotheses measured at one input (:func:`nqf.check_hypotheses`); ``require``: a
         ``ValueError`` naming the model and the failed hypothesis unless they hold (Theorem 1's one tolerance set)."""
         params, x = self._args(args)
         chk = check_hypotheses(self.apply, params, x, neuron_axes=self.neuron_axes(params), key=key)
@@ -92,7 +92,7 @@ class QuadraticForm(eqx.Module):
         r"""The form's parts on fixed sets of inputs (each with a leading sample axis): ``([(f0, A), ...], form,
         gap)`` with $f_x(0)$ of every sample and the per-sample part of the fast form (the stack $A(x_\mu)$ for
         ``"structure"``, the factors $a(x_\mu)$ for ``"rank-two"``, None otherwise); ``form`` the
-        :class:`Evaluation` of the NQF; ``gap`` the fast form's measured distance from the matrix-free NQF (None
+        ``Evaluation`` of the NQF; ``gap`` the fast form's measured distance from the matrix-free NQF (None
         for matrix-free). ``params``: one set of weights (the first lane's); ``key``: a random unit-scale ``W`` at
         which a closed or structure form is also checked."""
         tr, frozen, packing = self.split(params)

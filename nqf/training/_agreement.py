@@ -80,7 +80,7 @@ def first_crossing(times: Real[ArrayLike, " T"], values: Real[ArrayLike, "..."],
       $t_{i-1} + (t_i - t_{i-1})\,(\ell - v_{i-1})/(v_i - v_{i-1})$ (the record's own time $t_i$ when either
       value is not finite);
     * crossed **at the first record**: ``times[0]``;
-    * **never** crossed: ``inf``, THE one "never" value of the package (:data:`NEVER`).
+    * **never** crossed: ``inf``, THE one "never" value of the package (``NEVER``).
 
     Returns:
         an array of the shape of ``values`` without ``axis`` (broadcast with ``level``), of floats.

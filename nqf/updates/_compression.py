@@ -115,7 +115,7 @@ def compress(
       initial covariance; error bounded by Eq. (237).
 
     ``state`` is ``(M, mu)`` (e.g. :func:`nqf.updates.statistics` of weights ``W``) or an
-    :class:`~nqf.updates.SGDState` (its momentum buffer is ignored).
+    :class:`~nqf.updates._discrete.SGDState` (its momentum buffer is ignored).
     """
     data = require_data(data)
     p = data.p
@@ -199,7 +199,7 @@ def update_lipschitz(states, states2, data: NQFData, batches: Int[ArrayLike, "st
     theorem), sampled at ``n_points`` points. The operator norm of a block
     Jacobian in this norm is at most $\max(\|J_{MM}\|_2 + \|J_{\mu M}\|_2,\ \|J_{M\mu}\|_2 + \|J_{\mu\mu}\|_2)$.
 
-    ``states``, ``states2``: trajectories ``(Ms, mus)`` (or :class:`~nqf.updates.SGDState`
+    ``states``, ``states2``: trajectories ``(Ms, mus)`` (or :class:`~nqf.updates._discrete.SGDState`
     trajectories) of equal length ``T``; ``batches`` has at most ``T - 1`` rows.
     """
     data = require_data(data)

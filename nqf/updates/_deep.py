@@ -3,7 +3,7 @@ Eqs. 222-225) and gradient descent on the weights of a deep NQF with per-layer l
 (Theorem 15), the latter a configuration of the one trainer :func:`nqf.training.train`.
 
 The forms, outputs and loss of a deep NQF live in :mod:`nqf.model` (:func:`nqf.model.deep_nqf_loss`:
-the paper's MSE averaged over the minibatch, :func:`nqf.model.mse`).
+the paper's MSE averaged over the minibatch, :data:`nqf.model.mse`).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
     JAX compilations since this call: ``<chapter>.compilations.json``, which the runner adds to its timings).
 
     The science package never flips JAX flags; the chapters do, through this call. It also lowers JAX's threefry
-    hash unrolled on CPU (:func:`unroll_threefry_on_cpu`: the same draws, compiled faster).
+    hash unrolled on CPU (``unroll_threefry_on_cpu``: the same draws, compiled faster).
     """
     require_kind("chapter", isinstance(chapter, str) and bool(chapter), "a chapter id such as 'ch01'", chapter)
     _check_fidelity("fidelity", fidelity)
