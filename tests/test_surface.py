@@ -165,9 +165,9 @@ def test_at_most_150_names_and_no_twins():
                 twins.append((seen[id(obj)], f"{room}.{name}"))
             seen.setdefault(id(obj), f"{room}.{name}")
     assert not twins, twins
-    # nqf 1.0 (issue 48): at most 150 names exported from the rooms (285 before it: 236 in the rooms' __all__
+    # nqf 1.0 (issue 48): at most 150 names exported from the rooms, 146 at its end (285 before it: 236 in the rooms' __all__
     # and 49 re-exported beside it). A ratchet: lower it when a room's surface shrinks, never raise it.
-    assert total <= 150, total
+    assert total <= 146, total
 
 
 def test_the_checker_sees_an_unused_name(tmp_path):
