@@ -8,7 +8,8 @@ import optax
 import pytest
 
 import nqf
-from nqf.structure import neuron_weights, pytree_structure_matrix
+from nqf import pytree_structure_matrix
+from nqf.structure import neuron_weights
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 K, H, O = 4, 6, 3
