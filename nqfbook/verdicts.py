@@ -9,7 +9,13 @@ from pathlib import Path
 
 from .layout import Layout
 
-_OUTCOMES = ("holds", "against", "inconclusive")
+_KINDS = ("holds", "against", "depends on X", "too few runs")
+
+
+def _kind(v: dict) -> str:
+    if v["outcome"] != "inconclusive":
+        return v["outcome"]
+    return v.get("kind") or ("depends on X" if v.get("depends_on") else "too few runs")
 
 
 def _chapters(claims_dir: Path) -> list[dict]:
@@ -24,31 +30,46 @@ def _chapters(claims_dir: Path) -> list[dict]:
     return out
 
 
+def _open_line(chapter: str, v: dict) -> str:
+    kind = _kind(v)
+    if kind == "depends on X":
+        shown = "; ".join(f"{o['option']}: {o['outcome']}" for o in v.get("options", []) if o.get("n"))
+        return f"- {chapter}: *{v['name']}*: **depends on {v.get('depends_on')}** ({shown})"
+    if kind == "too few runs":
+        need = v.get("runs_needed")
+        text = (f"; {int(need)} runs per option would resolve the stated margin" if isinstance(need, (int, float))
+                else "; no number of runs resolves the stated margin" if need == "inf" else "")
+        judged = max((o.get("n", 0) for o in v.get("options", [])), default=0)
+        return f"- {chapter}: *{v['name']}*: **too few runs** (n = {judged}{text})"
+    return f"- {chapter}: *{v['name']}*: **{kind}**"
+
+
 def verdicts_markdown(root: Path, fidelity: str) -> str:
-    """A Markdown table: chapter, rules that hold / against / inconclusive, other paper claims; then
-    every verdict that is not ``holds``, named, with the choice it depends on."""
+    """A Markdown table: chapter, rules that hold / against / depend on an open choice / have too few runs,
+    other paper claims; then every verdict that is not ``holds``, named, with its kind and numbers."""
     chapters = _chapters(Layout(Path(root), fidelity).out_dir / "claims")
     if not chapters:
         return "*No chapter has been executed at this fidelity yet.*\n"
-    total = dict.fromkeys(_OUTCOMES, 0)
-    lines = ["| chapter | rules hold | against | inconclusive | other paper claims (all hold) |",
-             "|---|---:|---:|---:|---:|"]
+    total = dict.fromkeys(_KINDS, 0)
+    lines = ["| chapter | rules hold | against | depends on an open choice | too few runs | other paper claims (all hold) |",
+             "|---|---:|---:|---:|---:|---:|"]
     open_ones = []
     for data in chapters:
-        counts = {k: 0 for k in _OUTCOMES}
+        counts = dict.fromkeys(_KINDS, 0)
         for v in data.get("verdicts", []):
-            counts[v["outcome"]] += 1
+            counts[_kind(v)] += 1
             if v["outcome"] != "holds":
-                dep = f" (depends on {v['depends_on']})" if v.get("depends_on") else ""
-                open_ones.append(f"- {data['chapter']}: *{v['name']}*: **{v['outcome']}**{dep}")
-        for k in _OUTCOMES:
+                open_ones.append(_open_line(data["chapter"], v))
+        for k in _KINDS:
             total[k] += counts[k]
-        lines.append(f"| {data['chapter']} | {counts['holds']} | {counts['against']} | {counts['inconclusive']} "
-                     f"| {data.get('n_paper', 0)} |")
-    lines.append(f"| **all** | **{total['holds']}** | **{total['against']}** | **{total['inconclusive']}** "
-                 f"| **{sum(d.get('n_paper', 0) for d in chapters)}** |")
+        lines.append(f"| {data['chapter']} | " + " | ".join(str(counts[k]) for k in _KINDS)
+                     + f" | {data.get('n_paper', 0)} |")
+    lines.append("| **all** | " + " | ".join(f"**{total[k]}**" for k in _KINDS)
+                 + f" | **{sum(d.get('n_paper', 0) for d in chapters)}** |")
     text = (f"At fidelity “{fidelity}”, the book judges {sum(total.values())} figure-level rules: "
-            f"{total['holds']} hold, {total['against']} against the paper, {total['inconclusive']} inconclusive.")
+            f"{total['holds']} hold, {total['against']} against the paper, {total['depends on X']} depend on a "
+            f"choice the paper leaves open (the options are conclusive and disagree), {total['too few runs']} "
+            "have too few runs (the margin lies inside its uncertainty).")
     body = [text, "", *lines]
     if open_ones:
         body += ["", "The rules that do not hold:", "", *open_ones]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -93,10 +94,12 @@ def test_recorded_in_the_claims_json_and_counted(tmp_path):
     summary = claims.finish()
     data = json.loads(claims.path.read_text())
     assert data["verdict_counts"] == {"holds": 1, "against": 1, "inconclusive": 0}
+    assert data["verdict_kinds"] == {"holds": 1, "against": 1, "depends on X": 0, "too few runs": 0}
     assert [v["outcome"] for v in data["verdicts"]] == ["holds", "against"]
     assert data["verdicts"][1]["rule"]["changes"][0]["commit"] == "bec655c"
     text = str(summary)
-    assert "1 rule holds, 1 against, 0 inconclusive" in text and "all" not in text.split(";")[0]
+    assert "2 rules: 1 holds, 1 against, 0 depend on an open choice, 0 too few runs" in text
+    assert "all" not in text.split(";")[0]
     html = claims.table()._repr_html_()
     assert "Rules changed after a run" in html and "bec655c" in html
 
@@ -131,9 +134,9 @@ def test_the_introduction_tallies_the_verdicts_of_the_published_build(tmp_path):
     claims.finish()
     (out / "claims" / "ch98_side.json").write_text('{"x": 1}')      # a side file is not a chapter
     text = verdicts_markdown(tmp_path, "full")
-    assert "| ch98 | 1 | 0 | 1 | 1 |" in text
-    assert "2 figure-level rules: 1 hold, 0 against the paper, 1 inconclusive" in text
-    assert "*Fig. Z*: **inconclusive** (depends on the learning rate)" in text
+    assert "| ch98 | 1 | 0 | 1 | 0 | 1 |" in text
+    assert "2 figure-level rules: 1 hold, 0 against the paper, 1 depend on a choice" in text
+    assert "*Fig. Z*: **depends on the learning rate** (a: against; b: holds)" in text
 
 
 def test_a_rules_math_is_typeset_in_its_table(tmp_path):
@@ -143,3 +146,78 @@ def test_a_rules_math_is_typeset_in_its_table(tmp_path):
     html = claims.table()._repr_html_()
     assert r'<span class="math notranslate nohighlight">\(|\ln(t_{0.05} / t_{0.02})|\)</span> (steps)' in html
     assert "0 at σ = 0.01" in html and "$" not in html.split("how it is judged")[1]
+
+
+def test_two_kinds_of_inconclusive():
+    r = rule(margin=5.0, margin_reason="half the band")
+    low = [20.0, 21.0, 19.0, 20.0, 20.0]
+    high = [40.0, 41.0, 39.0, 40.0, 40.0]
+    noisy = [10.0, 50.0, 30.0, 60.0, 5.0]                   # mean 31: margin 1 inside 2 SE = 21.5
+    dep = judge(None, r, {"a": low, "b": high}, 30.0, seeds=SEEDS, option="the metric")
+    assert (dep.outcome, dep.kind, dep.depends_on) == ("inconclusive", "depends on X", "the metric")
+    assert dep.kind_text() == "depends on the metric"
+    few = judge(None, r, {"a": high, "b": noisy}, 30.0, seeds=SEEDS, option="the metric")
+    assert (few.outcome, few.kind, few.depends_on) == ("inconclusive", "too few runs", "")
+    sd = np.std(noisy, ddof=1)
+    assert few.runs_needed == math.floor((2 * sd / 5.0) ** 2) + 1      # z sd / sqrt(n) < the stated margin
+    assert few.options[1].runs_needed == few.runs_needed
+    assert f"{int(few.runs_needed)} per option would resolve" in few.describe()
+    data = few.to_json()
+    assert data["kind"] == "too few runs" and data["runs_needed"] == few.runs_needed
+    assert data["rule"]["margin"] == 5.0 and data["rule"]["margin_reason"] == "half the band"
+    assert judge(None, r, high, 30.0, seeds=SEEDS).kind == "holds"
+
+
+def test_an_option_whose_every_run_diverged_is_named_not_combined():
+    r = rule()
+    high = [40.0, 41.0, 39.0, 40.0, 40.0]
+    v = judge(None, r, {"a": high, "b": [np.nan] * 5}, 30.0, seeds=SEEDS, diverged={"a": None, "b": [True] * 5},
+              option="the loss")
+    assert v.outcome == "holds" and v.options[1].reason == "not judged: every run diverged"
+    assert "not judged" in v.describe()
+    none = judge(None, r, [np.nan] * 5, 30.0, seeds=SEEDS)
+    assert none.kind == "too few runs"
+
+
+def test_runs_needed_plans_from_exploration_runs():
+    from nqfbook.kit import runs_needed
+
+    explore = np.array([1.0, 3.0, 2.0, 4.0, 0.0])           # sd 1.58
+    n = runs_needed(explore, 1.0, z=2.0)
+    assert n == math.floor((2 * np.std(explore, ddof=1)) ** 2) + 1
+    assert 2 * np.std(explore, ddof=1) / math.sqrt(n) < 1.0 <= 2 * np.std(explore, ddof=1) / math.sqrt(n - 1)
+    assert runs_needed(0.0, 1.0) == 2                        # no spread: two runs still give a standard error
+    assert runs_needed(explore, 1.0, resolution=1.0) == math.inf
+    assert runs_needed(1.0, 2.0, z=2.0, resolution=1.0) == 5  # 2 / sqrt(n) < 1 from n = 5
+    with pytest.raises(ValueError, match="margin"):
+        runs_needed(explore, -1.0)
+    with pytest.raises(ValueError, match="values"):
+        runs_needed([1.0], 1.0)
+
+
+def test_seed_mean_reading_reads_the_mean_curve_with_a_jackknife_error():
+    from nqfbook.kit import SeedMean, seed_mean_reading
+
+    t = np.arange(100.0)
+    # each run crosses 0.5 at its own step; the mean curve crosses where the average ramp does
+    ramps = np.array([np.clip((t - s) / 20, 0, 1) for s in (10.0, 20.0, 30.0, 40.0)])
+
+    def first(curve):
+        return float(t[np.argmax(curve >= 0.5)])
+
+    m = seed_mean_reading(ramps, first, seeds=(100, 101, 102, 103))
+    assert isinstance(m, SeedMean) and m.n == 4 and m.value == first(ramps.mean(0))
+    loo = np.array([first(np.delete(ramps, i, 0).mean(0)) for i in range(4)])
+    assert m.se == pytest.approx(np.sqrt(3 / 4 * np.sum((loo - loo.mean()) ** 2)))
+    gone = seed_mean_reading(ramps, first, seeds=(100, 101, 102, 103), diverged=[False, True, False, False])
+    assert gone.n == 3 and gone.diverged == (101,) and gone.value == first(ramps[[0, 2, 3]].mean(0))
+    coarse = seed_mean_reading(ramps, lambda c: float(np.argmax(c >= 0.5)), grid=10)
+    assert coarse.value == float(np.argmax(ramps.mean(0)[::10] >= 0.5))
+    two = seed_mean_reading((ramps, 2 * ramps), lambda a, b: float(np.max(b - a)))
+    assert two.value == pytest.approx(1.0)
+    v = judge(None, rule(), {"per run": [first(r) for r in ramps], "seed mean": m}, 10.0, seeds=(100, 101, 102, 103),
+              option="the reading")
+    assert v.options[1].reading == "seed mean" and v.options[1].n == 4 and v.options[1].se == m.se
+    assert "seed-mean curve" in v.describe()
+    with pytest.raises(ValueError, match="diverged"):
+        seed_mean_reading(ramps, first, diverged=[True])

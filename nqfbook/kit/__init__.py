@@ -38,6 +38,9 @@ from ._verdicts import RuleChange as RuleChange
 from ._verdicts import Verdict as Verdict
 from ._verdicts import OptionVerdict as OptionVerdict
 from ._verdicts import judge as judge
+from ._verdicts import runs_needed as runs_needed
+from ._verdicts import seed_mean_reading as seed_mean_reading
+from ._verdicts import SeedMean as SeedMean
 from ._claim import Claim as Claim
 from ._claims_table import ClaimsSummary as ClaimsSummary
 from ._claims_table import ClaimsTable as ClaimsTable
@@ -67,7 +70,10 @@ __all__ = [
     "PowerLawFit",
     "Rule",
     "RuleChange",
+    "runs_needed",
     "savefig",
+    "seed_mean_reading",
+    "SeedMean",
     "Sensitivity",
     "sharp_switch_tolerance",
     "stacked",

@@ -73,7 +73,7 @@ from nqf._checks import require_kind
 from nqf._checks import require_value
 from ._claim import KINDS, Claim, _fmt
 from ._claims_table import ClaimsSummary, ClaimsTable
-from ._verdicts import Verdict, outcome_counts
+from ._verdicts import Verdict, kind_counts, outcome_counts
 
 
 _CHAPTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -284,6 +284,7 @@ class Claims:
             "n_sanity": self.count("sanity"),
             "n_failed": len(failed),
             "verdict_counts": outcome_counts(self._verdicts),
+            "verdict_kinds": kind_counts(self._verdicts),
             "claims": [c.to_json() for c in self._claims],
             "verdicts": [v.to_json() for v in self._verdicts],
         }
@@ -328,7 +329,7 @@ class Claims:
         lines = [f"{where}: {len(failed)} of {len(self._claims)} claim(s) failed:"]
         require(not failed, ClaimError, "\n".join(lines + [f"  - {c.describe()}" for c in failed]))
         return ClaimsSummary(self.chapter, self.fidelity, path, self.count("paper"), self.count("sanity"),
-                             n_finding=self.count("finding"), verdicts=outcome_counts(self._verdicts))
+                             n_finding=self.count("finding"), verdicts=kind_counts(self._verdicts))
 
     def __repr__(self) -> str:
         return (

@@ -14,9 +14,9 @@ from ._claim import _measured_text
 from ._claim import name_html
 from ._claim import name_markdown
 from ._claim import readable_name
-from ._verdicts import OUTCOMES
+from ._verdicts import KINDS as VERDICT_KINDS
 from ._verdicts import Verdict
-from ._verdicts import outcome_counts
+from ._verdicts import kind_counts
 
 _GROUP_TITLES = {
     "paper": "Paper claims",
@@ -28,6 +28,14 @@ _GROUP_HELP = {
     "finding": "the book's own results: measured errata, what the paper does not cover; not counted as paper claims",
     "sanity": "our data meet a theorem's hypotheses, identities of our own code and setup; not evidence about the paper",
 }
+
+
+def _tally(counts: dict) -> str:
+    """"N hold, K against, D depend on an open choice, F too few runs" (kind counts, :data:`nqfbook.kit._verdicts.KINDS`)."""
+    words = {"holds": ("holds", "hold"), "against": ("against", "against"),
+             "depends on X": ("depends on an open choice", "depend on an open choice"),
+             "too few runs": ("too few runs", "too few runs")}
+    return ", ".join(f"{counts.get(k, 0)} {words[k][0] if counts.get(k, 0) == 1 else words[k][1]}" for k in VERDICT_KINDS)
 
 
 def _cell(text: str, cls: str = "") -> str:
@@ -56,9 +64,11 @@ class ClaimsTable:
     def _verdict_row(v: Verdict) -> tuple[str, ...]:
         seeds = (f"{len(v.seeds)} confirmation seeds ({v.seeds[0]}–{v.seeds[-1]})" if v.seeds
                  else "deterministic")
-        outcome = v.outcome + (f" (depends on {v.depends_on})" if v.depends_on else "")
+        outcome = v.kind_text()
+        margin = (f"; smallest margin that matters {v.rule.margin:.3g} ({v.rule.margin_reason})"
+                  if v.rule.margin is not None else "")
         rule = (f"{v.rule.statistic}; threshold: {v.rule.threshold}; z = {v.rule.z:g}"
-                + (f", resolution {v.resolution:g}" if v.resolution else "")
+                + (f", resolution {v.resolution:g}" if v.resolution else "") + margin
                 + f"; {seeds}; fixed at {v.rule.fixed_at}")
         return (readable_name(v.name), outcome, ClaimsTable._option_text(v), rule)
 
@@ -69,9 +79,9 @@ class ClaimsTable:
 
     def _html_verdicts(self) -> str:
         esc = html.escape
-        counts = outcome_counts(self.verdicts)
+        counts = kind_counts(self.verdicts)
         where = f"{esc(self.chapter)} at fidelity “{esc(self.fidelity)}”"
-        tally = ", ".join(f"{counts[k]} {'hold' if k == 'holds' and counts[k] != 1 else k}" for k in OUTCOMES)
+        tally = _tally(counts)
         caption = (f"Verdicts on the paper's figures, {where}: {tally} "
                    "<span class=\"nqf-claims-help\">(each rule fixed before its confirmation runs; "
                    "conclusive only beyond z standard errors plus the recording resolution, under every "
@@ -228,15 +238,15 @@ class ClaimsSummary:
         self.n_paper = n_paper
         self.n_finding = n_finding
         self.n_sanity = n_sanity
-        self.verdicts = dict(verdicts or dict.fromkeys(OUTCOMES, 0))
+        self.verdicts = dict(verdicts or dict.fromkeys(VERDICT_KINDS, 0))
 
     def _verdict_text(self) -> str:
-        """"N rules hold, K against, J inconclusive" (empty when the chapter judges no rule)."""
+        """"N rules: K hold, A against, D depend on an open choice, F too few runs" (empty when the chapter
+        judges no rule)."""
         if not sum(self.verdicts.values()):
             return ""
-        n = self.verdicts
-        return (f"{n['holds']} {'rule holds' if n['holds'] == 1 else 'rules hold'}, {n['against']} against, "
-                f"{n['inconclusive']} inconclusive")
+        n = sum(self.verdicts.values())
+        return f"{n} {'rule' if n == 1 else 'rules'}: {_tally(self.verdicts)}"
 
     def _claims_text(self) -> str:
         other = " other" if sum(self.verdicts.values()) else ""

@@ -15,8 +15,15 @@ on. :func:`judge` is the one decision function of the book:
 * the option's outcome is ``holds`` when the margin exceeds the uncertainty, ``against`` when it is
   below minus the uncertainty, and ``inconclusive`` otherwise (also when fewer than two runs are left
   and no standard error is given);
-* the verdict is ``holds`` (``against``) only when *every* option holds (is against); when the options'
-  outcomes differ the verdict is ``inconclusive`` and :attr:`Verdict.depends_on` names the choice.
+* the verdict is ``holds`` (``against``) only when *every* judged option holds (is against); an option
+  whose every run diverged is not judged (named, and left out of the combination);
+* an inconclusive verdict is one of two kinds (:attr:`Verdict.kind`): ``"depends on X"`` when conclusive
+  options disagree (one holds, another is against; :attr:`Verdict.depends_on` names X), and ``"too few
+  runs"`` otherwise (some option's margin lies inside its uncertainty); then :attr:`Verdict.runs_needed`
+  is the number of runs that would resolve the rule's stated smallest margin (:attr:`Rule.margin`) at the
+  measured spread, :func:`runs_needed` (the same function plans the runs from exploration seeds);
+* a reading off the seed-mean curve the paper plots is an option like any other: :func:`seed_mean_reading`
+  reads the statistic once off the mean curve and gives its jackknife standard error over runs.
 
 Example::
 
@@ -49,11 +56,13 @@ from nqf._checks import check_option
 from nqf._checks import require_kind
 from nqf._checks import require_value
 
-__all__ = ["Rule", "RuleChange", "Verdict", "OptionVerdict", "judge", "verdict_contradictions", "outcome_counts",
-           "OUTCOMES"]
+__all__ = ["Rule", "RuleChange", "Verdict", "OptionVerdict", "SeedMean", "judge", "runs_needed", "seed_mean_reading",
+           "verdict_contradictions", "outcome_counts", "kind_counts", "OUTCOMES", "KINDS"]
 
 #: The three outcomes of a verdict, in the order the pages count them.
 OUTCOMES = ("holds", "against", "inconclusive")
+#: The four kinds of verdict the pages count: the conclusive outcomes and the two kinds of inconclusive.
+KINDS = ("holds", "against", "depends on X", "too few runs")
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -121,6 +130,9 @@ class Rule:
             error.
         z: the declared number of standard errors a margin must clear.
         changes: every change made after a run (:class:`RuleChange`), oldest first.
+        margin: the smallest margin that matters, in the statistic's units (``None``: not stated; the
+            runs needed are then counted for the measured margin); the runs are planned to resolve it.
+        margin_reason: why that margin (the recording resolution, a theory bound, the paper's precision).
     """
 
     name: str
@@ -132,6 +144,8 @@ class Rule:
     confirm_seeds: tuple[int, ...] = ()
     z: float = 2.0
     changes: tuple[RuleChange, ...] = ()
+    margin: float | None = None
+    margin_reason: str = ""
 
     def __post_init__(self):
         _check_text("name", self.name)
@@ -154,6 +168,13 @@ class Rule:
         require_kind("changes", all(isinstance(c, RuleChange) for c in self.changes), "a tuple of RuleChange",
                      repr(self.changes))
         object.__setattr__(self, "changes", tuple(self.changes))
+        if self.margin is not None:
+            m = self.margin
+            require_kind("margin", isinstance(m, (int, float)) and not isinstance(m, bool), "a number or None",
+                         type(m).__name__)
+            require_value("margin", math.isfinite(m) and m > 0, "a positive finite margin", repr(m))
+            _check_text("margin_reason", self.margin_reason)
+            object.__setattr__(self, "margin", float(m))
 
     def to_json(self) -> dict:
         return {
@@ -161,6 +182,7 @@ class Rule:
             "threshold": self.threshold, "fixed_at": self.fixed_at, "explore_seeds": list(self.explore_seeds),
             "confirm_seeds": list(self.confirm_seeds), "z": self.z,
             "changes": [c.to_json() for c in self.changes],
+            "margin": self.margin, "margin_reason": self.margin_reason,
         }
 
 
@@ -178,6 +200,8 @@ class OptionVerdict:
     margin: float                # how far the mean lies on the paper's side of the threshold
     uncertainty: float           # z * se + resolution
     reason: str = ""             # why an option is inconclusive without a margin (no runs left, one run)
+    runs_needed: float = math.nan  # runs that resolve the stated margin at this option's spread (inf: never)
+    reading: str = "per run"     # "per run", or "seed mean" (read once off the mean curve, jackknife se)
 
     def describe(self, paper_side: str) -> str:
         """One line: the outcome, the mean (with its standard error) against the paper's side of the threshold, the
@@ -189,8 +213,13 @@ class OptionVerdict:
                if self.diverged else "")
         se = f" ± {self.se:.2g}" if self.se == self.se else ""
         side = "<" if paper_side == "below" else ">"
-        return (f"{head}{self.outcome}: mean {self.mean:.4g}{se} (paper: {side} {self.threshold:.4g}); "
-                f"margin {self.margin:+.3g} vs uncertainty {self.uncertainty:.3g}; n = {self.n}{div}")
+        what = "seed-mean curve" if self.reading == "seed mean" else "mean"
+        need = ""
+        if self.outcome == "inconclusive" and self.runs_needed == self.runs_needed:
+            need = ("; no number of runs resolves the stated margin (the resolution exceeds it)"
+                    if math.isinf(self.runs_needed) else f"; {int(self.runs_needed)} runs would resolve the stated margin")
+        return (f"{head}{self.outcome}: {what} {self.mean:.4g}{se} (paper: {side} {self.threshold:.4g}); "
+                f"margin {self.margin:+.3g} vs uncertainty {self.uncertainty:.3g}; n = {self.n}{div}{need}")
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -213,28 +242,131 @@ class Verdict:
     options: tuple[OptionVerdict, ...]
     seeds: tuple[int, ...]
     resolution: float
-    depends_on: str = ""         # the open choice the outcome depends on ("" when the options agree)
+    depends_on: str = ""         # the open choice the outcome depends on ("" unless kind is "depends on X")
+    inconclusive_kind: str = ""  # "depends on X" or "too few runs" for an inconclusive verdict, else ""
+    runs_needed: float = math.nan  # too few runs: the runs per option that would resolve the stated margin
 
     @property
     def name(self) -> str:
         return self.rule.name
 
     @property
+    def kind(self) -> str:
+        """One of :data:`KINDS`: the outcome when conclusive, else the kind of inconclusive."""
+        return self.inconclusive_kind if self.outcome == "inconclusive" else self.outcome
+
+    @property
     def n_diverged(self) -> int:
         return sum(len(o.diverged) for o in self.options)
 
+    def kind_text(self) -> str:
+        """The verdict in words: "holds", "against", "depends on the metric", "too few runs (24 would resolve
+        the stated margin)"."""
+        if self.kind == "depends on X":
+            return f"depends on {self.depends_on}"
+        if self.kind == "too few runs":
+            n = self.runs_needed
+            need = ("" if n != n else " (no number of runs resolves the stated margin)" if math.isinf(n)
+                    else f" ({int(n)} per option would resolve the stated margin)")
+            return f"too few runs{need}"
+        return self.outcome
+
     def describe(self) -> str:
-        """One line: the outcome, and per option :meth:`OptionVerdict.describe`."""
-        dep = f"; depends on {self.depends_on}" if self.depends_on else ""
-        return (f"[{self.outcome}] {self.name}{dep}: "
+        """One line: the verdict in words, and per option :meth:`OptionVerdict.describe`."""
+        return (f"[{self.kind_text()}] {self.name}: "
                 + "; ".join(o.describe(self.rule.paper_side) for o in self.options))
 
     def to_json(self) -> dict:
         return {
-            "name": self.name, "outcome": self.outcome, "depends_on": self.depends_on,
+            "name": self.name, "outcome": self.outcome, "kind": self.kind, "depends_on": self.depends_on,
+            "runs_needed": _json_number(self.runs_needed),
             "seeds": list(self.seeds), "resolution": _json_number(self.resolution),
             "options": [o.to_json() for o in self.options], "rule": self.rule.to_json(),
         }
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedMean:
+    """A statistic read once off the seed-mean curve, with its jackknife standard error over the runs.
+
+    Made by :func:`seed_mean_reading`; :func:`judge` takes it as one option's value (``n`` runs in the
+    mean, ``diverged`` the runs left out of it).
+    """
+
+    value: float
+    se: float
+    n: int
+    diverged: tuple[int, ...] = ()
+
+
+def runs_needed(values: Any, margin: float, *, z: float = 2.0, resolution: float = 0.0) -> float:
+    r"""The number of runs whose mean resolves ``margin``: the smallest ``n >= 2`` with
+    :math:`z\,s/\sqrt n + \text{resolution} < \text{margin}`, ``s`` the standard deviation over runs.
+
+    ``values`` is the statistic of the exploration runs (at least two finite values; the plan is made
+    from them before any confirmation run), or, as a number, the standard deviation ``s`` itself.
+    Returns ``inf`` when the resolution alone is at least the margin (no number of runs resolves it).
+    """
+    m, res, zz = float(margin), float(resolution), float(z)
+    require_value("margin", math.isfinite(m) and m > 0, "a positive finite margin", repr(margin))
+    require_value("resolution", math.isfinite(res) and res >= 0, "a finite number >= 0", repr(resolution))
+    require_value("z", math.isfinite(zz) and zz > 0, "a positive number of standard errors", repr(z))
+    if np.ndim(values) == 0:
+        sd = float(values)
+        require_value("values", math.isfinite(sd) and sd >= 0, "a standard deviation >= 0 or the runs' values",
+                      repr(values))
+    else:
+        v = _as_vector("values", values)
+        v = v[np.isfinite(v)]
+        require_value("values", v.size >= 2, "at least two finite values (exploration runs)", f"{v.size}")
+        sd = float(np.std(v, ddof=1))
+    if res >= m:
+        return math.inf
+    return float(max(2, math.floor((zz * sd / (m - res)) ** 2) + 1))
+
+
+def seed_mean_reading(curves: Any, read: Any, *, seeds: Sequence[int] = (), diverged: Any = None,
+                      grid: int = 1) -> SeedMean:
+    r"""Read a statistic off the seed-mean curve, as a figure of mean curves is read.
+
+    Args:
+        curves: the per-run curves, an array ``(runs, T)``, or a tuple of such arrays (for a statistic of
+            several curves, such as the gap between a module's and its NQF's mean losses).
+        read: ``read(*mean_curves) -> float``, the statistic of the mean curve(s) (the same statistic as
+            the per-run reading).
+        seeds: the runs' seeds (to name the diverged ones); by default their indices.
+        diverged: booleans per run: runs left out of the mean (named, not judged).
+        grid: the reading's resolution: the curves are read on every ``grid``-th step (1: every step).
+
+    Returns:
+        :class:`SeedMean`: the statistic of the mean over the kept runs, and its jackknife standard
+        error, :math:`\sqrt{(n-1)/n\,\sum_i(\theta_{(i)} - \bar\theta)^2}` over the leave-one-out
+        means (``nan`` with fewer than two runs).
+    """
+    arrays = tuple(np.asarray(c, dtype=float) for c in (curves if isinstance(curves, (tuple, list)) else (curves,)))
+    require_value("curves", all(a.ndim == 2 for a in arrays), "arrays (runs, T)", str([a.shape for a in arrays]))
+    require_value("curves", len({a.shape[0] for a in arrays}) == 1, "the same runs in every array",
+                  str([a.shape for a in arrays]))
+    require_value("read", callable(read), "a callable on the mean curve(s)", type(read).__name__)
+    require_value("grid", isinstance(grid, int) and grid >= 1, "a positive int", repr(grid))
+    runs = arrays[0].shape[0]
+    ids = _check_seeds("seeds", seeds) if len(seeds) else tuple(range(runs))
+    require_value("seeds", len(ids) == runs, f"one seed per run ({runs})", f"{len(ids)}")
+    d = np.zeros(runs, bool) if diverged is None else np.asarray(diverged, bool).reshape(-1)
+    require_value("diverged", d.shape == (runs,), f"one flag per run ({runs})", f"shape {d.shape}")
+    kept = [a[~d][:, ::grid] for a in arrays]
+    n = int((~d).sum())
+    gone = tuple(int(ids[i]) for i in np.flatnonzero(d))
+    if n == 0:
+        return SeedMean(math.nan, math.nan, 0, gone)
+    value = float(read(*(a.mean(0) for a in kept)))
+    if n < 2:
+        return SeedMean(value, math.nan, 1, gone)
+    loo = np.array([float(read(*((a.sum(0) - a[i]) / (n - 1) for a in kept))) for i in range(n)])
+    if not np.all(np.isfinite(loo)):
+        return SeedMean(value, math.inf, n, gone)
+    se = float(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
+    return SeedMean(value, se, n, gone)
 
 
 def _as_vector(what: str, value: Any) -> np.ndarray:
@@ -263,6 +395,66 @@ def _decide(margin: float, uncertainty: float) -> str:
     return "inconclusive"
 
 
+def _option_se(given: Any, kept: np.ndarray) -> float:
+    if given is not None:
+        s = float(given)
+        require_value("se", math.isfinite(s) and s >= 0, "a finite number >= 0", repr(given))
+        return s
+    return float(np.std(kept, ddof=1) / math.sqrt(kept.size)) if kept.size >= 2 else math.nan
+
+
+def _judge_option(rule: Rule, lab: str, value: Any, thr: Any, div: Any, given: Any, seeds: tuple[int, ...],
+                  res: float) -> OptionVerdict:
+    """One option's outcome: its runs (or its seed-mean reading) against the threshold."""
+    what = f"values[{lab!r}]" if lab else "values"
+    t = float(_as_vector("threshold", thr).reshape(()) if np.ndim(thr) == 0 else math.nan)
+    require_value("threshold", math.isfinite(t), "one finite number (per option)", repr(thr))
+    if isinstance(value, SeedMean):
+        n, gone, mean, reading = value.n, value.diverged, value.value, "seed mean"
+        s = value.se if given is None else _option_se(given, np.zeros(0))
+    else:
+        v = _as_vector(what, value)
+        if seeds:
+            require_value(what, v.size == len(seeds), f"one value per seed ({len(seeds)})", f"{v.size} values")
+        d = np.zeros(v.shape, bool) if div is None else np.asarray(div, dtype=bool).reshape(-1)
+        require_value("diverged", d.shape == v.shape, f"one flag per run ({v.size})", f"shape {d.shape}")
+        d = d | ~np.isfinite(v)
+        ids = seeds if seeds else tuple(range(v.size))
+        gone = tuple(int(ids[i]) for i in np.flatnonzero(d))
+        kept = v[~d]
+        n, reading = int(kept.size), "per run"
+        s = _option_se(given, kept)
+        mean = float(np.mean(kept)) if n else math.nan
+    margin = (t - mean) if rule.paper_side == "below" else (mean - t)
+    unc = rule.z * s + res if math.isfinite(s) else math.nan
+    reason = ""
+    if n == 0:
+        reason = "not judged: every run diverged" if gone else "no runs"
+    elif not math.isfinite(s):
+        reason = "one run and no standard error" if n == 1 else "no finite standard error"
+    outcome = "inconclusive" if reason else _decide(margin, unc)
+    need = math.nan
+    if math.isfinite(s) and n >= 1:
+        target = rule.margin if rule.margin is not None else abs(margin)
+        if target > 0:
+            need = runs_needed(s * math.sqrt(n), target, z=rule.z, resolution=res)
+    return OptionVerdict(lab, outcome, n, gone, mean, s, t, margin, unc, reason, need, reading)
+
+
+def _combine(results: Sequence[OptionVerdict], option: str) -> tuple[str, str, str, float]:
+    """(outcome, kind of inconclusive, depends_on, runs needed) over the options judged (an option whose every
+    run diverged is not judged: it is named in its own line and left out)."""
+    judged = [o for o in results if o.n > 0]
+    outs = {o.outcome for o in judged}
+    if outs in ({"holds"}, {"against"}):
+        return outs.pop(), "", "", math.nan
+    if {"holds", "against"} <= outs:
+        return "inconclusive", "depends on X", (option or "the option"), math.nan
+    needs = [o.runs_needed for o in judged if o.outcome == "inconclusive"]
+    need = max(needs) if needs and all(x == x for x in needs) else math.nan
+    return "inconclusive", "too few runs", "", need
+
+
 def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequence[int] = (),
           resolution: float = 0.0, diverged: Any = None, se: Any = None, option: str = "") -> Verdict:
     r"""Judge ``rule`` on the confirmation runs ``values`` and record the verdict on ``claims``.
@@ -272,7 +464,8 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
         rule: the :class:`Rule`, fixed before the runs.
         values: the statistic, one value per run of ``seeds`` (a 1-d array), or a mapping from each
             option's label to such an array. A deterministic statistic (``rule.confirm_seeds`` empty)
-            is one number per option, judged with ``se``.
+            is one number per option, judged with ``se``. An option's value may also be a
+            :class:`SeedMean` (the statistic read off the seed-mean curve, :func:`seed_mean_reading`).
         threshold: the threshold, or a mapping option -> threshold (derived as ``rule.threshold``
             says, never from ``values``).
         seeds: the seeds of the runs in ``values``; every one must be a confirmation seed of ``rule``.
@@ -306,46 +499,9 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
     divs = _per_option("diverged", diverged, labels)
     ses = _per_option("se", se, labels)
 
-    results = []
-    for lab in labels:
-        v = _as_vector(f"values[{lab!r}]" if lab else "values", vals[lab])
-        if seeds:
-            require_value(f"values[{lab!r}]" if lab else "values", v.size == len(seeds),
-                          f"one value per seed ({len(seeds)})", f"{v.size} values")
-        t = float(_as_vector("threshold", thrs[lab]).reshape(()) if np.ndim(thrs[lab]) == 0 else math.nan)
-        require_value("threshold", math.isfinite(t), "one finite number (per option)", repr(thrs[lab]))
-        d = np.zeros(v.shape, bool) if divs[lab] is None else np.asarray(divs[lab], dtype=bool).reshape(-1)
-        require_value("diverged", d.shape == v.shape, f"one flag per run ({v.size})", f"shape {d.shape}")
-        d = d | ~np.isfinite(v)
-        ids = seeds if seeds else tuple(range(v.size))
-        gone = tuple(int(ids[i]) for i in np.flatnonzero(d))
-        kept = v[~d]
-        n = int(kept.size)
-        given = ses[lab]
-        if given is not None:
-            s = float(given)
-            require_value("se", math.isfinite(s) and s >= 0, "a finite number >= 0", repr(given))
-        elif n >= 2:
-            s = float(np.std(kept, ddof=1) / math.sqrt(n))
-        else:
-            s = math.nan
-        mean = float(np.mean(kept)) if n else math.nan
-        margin = (t - mean) if rule.paper_side == "below" else (mean - t)
-        unc = rule.z * s + res if math.isfinite(s) else math.nan
-        reason = ""
-        if n == 0:
-            reason = "not judged: every run diverged" if gone else "no runs"
-        elif not math.isfinite(s):
-            reason = "one run and no standard error"
-        outcome = "inconclusive" if reason else _decide(margin, unc)
-        results.append(OptionVerdict(lab, outcome, n, gone, mean, s, t, margin, unc, reason))
-
-    outs = {o.outcome for o in results}
-    if len(outs) == 1:
-        outcome, depends = outs.pop(), ""
-    else:
-        outcome, depends = "inconclusive", (option or "the option")
-    verdict = Verdict(rule, outcome, tuple(results), seeds, res, depends)
+    results = [_judge_option(rule, lab, vals[lab], thrs[lab], divs[lab], ses[lab], seeds, res) for lab in labels]
+    outcome, kind, depends, need = _combine(results, option)
+    verdict = Verdict(rule, outcome, tuple(results), seeds, res, depends, kind, need)
     if claims is not None:
         claims.add_verdict(verdict)
     return verdict
@@ -369,6 +525,23 @@ def verdict_contradictions(quick: Mapping[str, Any], full: Mapping[str, Any]) ->
         if {a, b} == {"holds", "against"}:
             out.append(f"{name}: quick {a}, full {b}")
     return out
+
+
+def _kind_of(v: Any) -> str:
+    if not isinstance(v, Mapping):
+        return v.kind
+    if v["outcome"] != "inconclusive":
+        return v["outcome"]
+    return v.get("kind") or ("depends on X" if v.get("depends_on") else "too few runs")
+
+
+def kind_counts(verdicts: Sequence[Any]) -> dict[str, int]:
+    """``{"holds": N, "against": K, "depends on X": D, "too few runs": F}`` over ``verdicts`` (Verdicts or
+    their JSON)."""
+    counts = dict.fromkeys(KINDS, 0)
+    for v in verdicts:
+        counts[_kind_of(v)] += 1
+    return counts
 
 
 def outcome_counts(verdicts: Sequence[Any]) -> dict[str, int]:
