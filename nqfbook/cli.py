@@ -12,7 +12,7 @@ from typing import Optional
 from .cache import source_tree_hash
 from .chapters import (check_parameter_type, check_toc, discover_chapters, find_root, kernel_path,
                        parameter_info, parameter_names, parse_parameters, positive_int, select_chapters)
-from .execute import record_timing, run_chapter
+from .execute import chapter_summary, record_timing, run_chapter
 from .layout import (FIDELITIES, PROG, REQUIRED_PARAMETERS, ChapterResult, Interrupted, Layout, RunnerError,
                      fmt_seconds, rm)
 from .processes import end_children, on_signal, prepare_environment
@@ -135,10 +135,12 @@ def _main(args, root: Path, chapters: list[Path], selected: list[Path], params: 
         results.append(res)
         record_timing(lay, res, params)
         if res.status == "passed":
-            print(f"[{i}/{n}] {res.stem}: ok, {res.n_claims} claims hold, {fmt_seconds(res.seconds)}", flush=True)
+            summary = chapter_summary(lay, res.stem) or f"{res.n_claims} claims hold"
+            print(f"[{i}/{n}] {res.stem}: ok, {summary}, {fmt_seconds(res.seconds)}", flush=True)
         elif res.status == "cached":
+            summary = chapter_summary(lay, res.stem) or f"{res.n_claims} claims hold"
             print(f"[{i}/{n}] {res.stem}: up to date (cached; executed in {fmt_seconds(res.seconds)}), "
-                  f"{res.n_claims} claims hold", flush=True)
+                  f"{summary}", flush=True)
         else:
             print(f"[{i}/{n}] {res.stem}: FAILED after {fmt_seconds(res.seconds)}", flush=True)
             if args.fail_fast:

@@ -9,18 +9,21 @@ failed claims, or the failed cell by its index in the source notebook.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 from .cache import cache_key, cached_result, produced_files, put_back, recover_chapter, set_aside, source_tree_hash
-from .layout import (FIDELITIES, KERNEL_NAME, ChapterResult, Layout, move, read_json, rm, strip_ansi,
-                     write_bytes_atomic, write_json_atomic)
+from .layout import (FIDELITIES, KERNEL_NAME, ChapterResult, Layout, chapter_id, fmt_seconds, move, read_json, rm,
+                     strip_ansi, write_bytes_atomic, write_json_atomic)
 from .normalise import hide_injected_parameters, normalise_executed
-from .processes import locked
+from .processes import kernel_manager_class, locked
 
 
 def _describe_claim(c: dict) -> str:
@@ -105,12 +108,12 @@ def run_chapter(
         recover_chapter(lay, notebook.stem)
         return _run_chapter_locked(lay, notebook, fidelity, dict(parameters or {}), force=force,
                                    cell_timeout=cell_timeout, tree_hash=tree_hash, progress_bar=progress_bar,
-                                   sources=sources)
+                                   sources=sources, log=log)
 
 
 def _run_chapter_locked(lay: Layout, notebook: Path, fidelity: str, parameters: dict, *, force: bool,
                         cell_timeout: Optional[int], tree_hash: Optional[str],
-                        progress_bar: bool, sources: Optional[dict] = None) -> ChapterResult:
+                        progress_bar: bool, sources: Optional[dict] = None, log=print) -> ChapterResult:
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -138,19 +141,21 @@ def _run_chapter_locked(lay: Layout, notebook: Path, fidelity: str, parameters: 
     error: Optional[BaseException] = None
     try:
         try:
-            papermill.execute_notebook(
-                str(notebook),
-                str(running_nb),
-                parameters=injected,
-                kernel_name=KERNEL_NAME,
-                language="python",
-                cwd=str(notebook.parent),
-                progress_bar=progress_bar,
-                log_output=False,
-                request_save_on_cell_execute=True,
-                start_timeout=120,
-                execution_timeout=cell_timeout,
-            )
+            with _progress_lines(running_nb, stem, log if not progress_bar else None):
+                papermill.execute_notebook(
+                    str(notebook),
+                    str(running_nb),
+                    parameters=injected,
+                    kernel_name=KERNEL_NAME,
+                    kernel_manager_class=kernel_manager_class(),
+                    language="python",
+                    cwd=str(notebook.parent),
+                    progress_bar=progress_bar,
+                    log_output=False,
+                    request_save_on_cell_execute=True,
+                    start_timeout=120,
+                    execution_timeout=cell_timeout,
+                )
         except PapermillExecutionError as exc:
             error = exc
         except Exception as exc:  # dead kernel, timeout, missing kernel, ...
@@ -219,6 +224,61 @@ def _run_chapter_locked(lay: Layout, notebook: Path, fidelity: str, parameters: 
     running_nb.unlink(missing_ok=True)
     rm(lay.previous(stem))
     return ChapterResult(stem, "passed", seconds, n_claims=n_claims)
+
+
+#: Seconds between two progress lines of a chapter still running (no progress bar: not a terminal).
+PROGRESS_EVERY = 30.0
+
+
+@contextlib.contextmanager
+def _progress_lines(running_nb: Path, stem: str, log, every: float = PROGRESS_EVERY):
+    """While the block runs, print ``    ch06: 1.0 min, cell 14 of 31`` every ``every`` seconds (``log``
+    None: nothing), read from the notebook papermill saves after each cell."""
+    if log is None:
+        yield
+        return
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def report() -> None:
+        while not done.wait(every):
+            log(f"    {chapter_id(stem)}: {fmt_seconds(time.perf_counter() - t0)}{_cells_done(running_nb)}")
+            sys.stdout.flush()
+
+    thread = threading.Thread(target=report, name=f"progress-{stem}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _cells_done(running_nb: Path) -> str:
+    """``", cell 14 of 31"`` from the saved running notebook (papermill's own cell metadata), or ``""``."""
+    import nbformat
+
+    try:
+        cells = [c for c in nbformat.read(running_nb, as_version=4).cells if c.get("cell_type") == "code"]
+    except Exception:  # not written yet, or caught mid-write
+        return ""
+    status = [c.get("metadata", {}).get("papermill", {}).get("status") for c in cells]
+    running = next((i for i, st in enumerate(status) if st == "running"), None)
+    return f", cell {running + 1} of {len(cells)}" if running is not None else ""
+
+
+def chapter_summary(lay: Layout, stem: str) -> str:
+    """``"52 claims hold (18 paper, 12 finding, 22 sanity); verdicts: 40 holds, 1 against, 11 inconclusive"``
+    from the chapter's claims file (``""`` if it has none)."""
+    path = next((p for p in lay.claim_candidates(stem) if p.is_file()), None)
+    data = read_json(path) if path else None
+    if not data:
+        return ""
+    kinds = ", ".join(f"{data[f'n_{k}']} {k}" for k in ("paper", "finding", "sanity") if data.get(f"n_{k}"))
+    text = f"{data.get('n_claims', 0)} claims hold" + (f" ({kinds})" if kinds else "")
+    counts = {k: v for k, v in (data.get("verdict_counts") or {}).items() if v}
+    if counts:
+        text += "; verdicts: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+    return text
 
 
 def record_timing(lay: Layout, result: Optional[ChapterResult], parameters: dict,

@@ -227,3 +227,38 @@ def check_kernel() -> None:
     if not same:
         raise RunnerError(f"the Jupyter kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {exe}, not "
                           f"{sys.executable}; run `make venv` (`ipykernel install --sys-prefix`)")
+
+
+def kernel_manager_class() -> type:
+    """The kernel manager papermill starts each chapter's kernel with: jupyter_client's
+    ``AsyncKernelManager`` with two changes that keep a sound build's log free of kernel noise.
+
+    - **IPC transport** (Unix sockets beside the connection file in Jupyter's runtime directory)
+      instead of TCP on localhost: ipykernel warns "Kernel is running over TCP without encryption"
+      at every TCP start (one WARNING line per chapter), and nothing but this process talks to the
+      kernel.
+    - **No SIGINT at shutdown.** jupyter_client interrupts a kernel before it asks it to shut down;
+      a kernel still inside a message handler then logs "KeyboardInterrupt caught in kernel." as an
+      ERROR on a build that passed. The chapter's last cell has finished when papermill shuts the
+      kernel down, so the shutdown request alone ends it (and :func:`end_children` still ends the
+      kernel's process group on SIGTERM/SIGINT of the runner).
+    """
+    global _KERNEL_MANAGER
+    if _KERNEL_MANAGER is None:
+        from jupyter_client import AsyncKernelManager
+
+        class QuietKernelManager(AsyncKernelManager):
+            def __init__(self, **kwargs):
+                kwargs.setdefault("transport", "ipc")
+                super().__init__(**kwargs)
+
+            async def _async_interrupt_kernel(self) -> None:
+                if self.shutting_down:
+                    return
+                await super()._async_interrupt_kernel()
+
+        _KERNEL_MANAGER = QuietKernelManager
+    return _KERNEL_MANAGER
+
+
+_KERNEL_MANAGER: Optional[type] = None

@@ -105,3 +105,21 @@ def pytest_collection_modifyitems(config, items):
 
         random.Random(seed).shuffle(items)
     items[:] = sorted(items, key=lambda item: item.get_closest_marker("notebook") is None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per chapter run by ``tests/test_notebooks.py`` (its outcome, claims by kind, verdict counts
+    and time), also under pytest-xdist: the test records its line as a user property, which the workers
+    send back with the report."""
+    lines = []
+    for status in ("passed", "failed"):
+        for report in terminalreporter.stats.get(status, []):
+            if getattr(report, "when", "call") != "call":
+                continue
+            line = dict(getattr(report, "user_properties", ())).get("chapter")
+            if line:
+                lines.append(line)
+    if lines:
+        terminalreporter.section("chapters at quick fidelity")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)

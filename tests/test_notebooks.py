@@ -24,9 +24,10 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.ipynb"))
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_at_quick_fidelity(notebook):
+def test_chapter_at_quick_fidelity(notebook, record_property):
     env = os.environ.copy()
     env.pop("PYTHONPATH", None)
+    record_property("chapter", f"{notebook.stem}: FAILED")
     proc = subprocess.run(
         [sys.executable, "-m", "nqfbook", "--root", str(ROOT), "--fidelity", "quick",
          "--only", notebook.stem, "--force"],
@@ -52,7 +53,11 @@ def test_chapter_at_quick_fidelity(notebook):
     _quick_never_contradicts_full(data)
     _rules_were_fixed_in_the_history(data)
     timing = json.loads((out / "timings.json").read_text())["chapters"][notebook.stem]
-    print(f"{notebook.stem}: {data['n_claims']} claims hold, {timing['seconds']:.1f} s at quick fidelity")
+    from nqfbook.execute import chapter_summary
+    from nqfbook.layout import Layout
+
+    record_property("chapter", f"{notebook.stem}: ok, {chapter_summary(Layout(ROOT, 'quick'), notebook.stem)}, "
+                               f"{timing['seconds']:.1f} s")
 
 
 def _quick_never_contradicts_full(data: dict) -> None:

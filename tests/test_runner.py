@@ -7,6 +7,7 @@ copy of the repository (``tmp_repo``), never against the real ``_build/``.
 from __future__ import annotations
 
 import json
+import time
 import os
 import shutil
 import subprocess
@@ -373,7 +374,10 @@ def test_passing_chapter_then_cache_then_staleness(tmp_repo):
     make_notebook(tmp_repo / "notebooks" / f"{CH01}.ipynb", PASSING)
     p = run(tmp_repo, "--fidelity", "quick")
     assert p.returncode == 0, out(p)
-    assert "[1/1]" in p.stdout and "ok, 2 claims hold" in p.stdout
+    assert "[1/1]" in p.stdout and "ok, 2 claims hold (1 paper, 1 sanity)" in p.stdout
+    # a sound build's log holds no kernel noise (ipykernel's TCP warning, jupyter_client's shutdown SIGINT)
+    noise = [line for line in out(p).splitlines() if "WARNING" in line or "ERROR" in line]
+    assert not noise, out(p)
     claims = json.loads((tmp_repo / "_build/output/quick/claims/ch01.json").read_text())
     assert claims["passed"] and claims["fidelity"] == "quick" and claims["n_claims"] == 2
     assert (tmp_repo / "_build/output/quick/figures/ch01/dummy.png").is_file()
@@ -947,3 +951,27 @@ def test_an_edited_model_module_re_executes_the_chapter(tmp_repo):
     (mods / "usermod.py").write_text("def make():\n    return 2  # edited\n")
     p = _run_env(tmp_repo, *args, pythonpath=mods)
     assert p.returncode == 0 and "ok, 2 claims hold" in p.stdout and "up to date" not in p.stdout, out(p)
+
+
+def test_a_long_chapter_prints_progress_lines_and_a_summary_with_verdict_counts(tmp_path):
+    from nqfbook.execute import _progress_lines, chapter_summary
+    from nqfbook.layout import Layout
+
+    running = tmp_path / "ch06_x.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("a"), nbformat.v4.new_code_cell("b"), nbformat.v4.new_code_cell("c")]
+    nb.cells[1].metadata["papermill"] = {"status": "running"}
+    nbformat.write(nb, running)
+    lines = []
+    with _progress_lines(running, "ch06_x", lines.append, every=0.05):
+        time.sleep(0.3)
+    assert lines and all(line.startswith("    ch06: ") and line.endswith("cell 2 of 3") for line in lines), lines
+    with _progress_lines(running, "ch06_x", None, every=0.01):  # a terminal: papermill's own bar, no lines
+        time.sleep(0.05)
+
+    lay = Layout(tmp_path, "quick")
+    path = lay.claim_candidates("ch06_x")[0]
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"n_claims": 5, "n_paper": 2, "n_finding": 0, "n_sanity": 3,
+                                "verdict_counts": {"holds": 3, "against": 1, "inconclusive": 0}}))
+    assert chapter_summary(lay, "ch06_x") == "5 claims hold (2 paper, 3 sanity); verdicts: 3 holds, 1 against"
