@@ -221,3 +221,14 @@ def test_seed_mean_reading_reads_the_mean_curve_with_a_jackknife_error():
     assert "seed-mean curve" in v.describe()
     with pytest.raises(ValueError, match="diverged"):
         seed_mean_reading(ramps, first, diverged=[True])
+
+
+def test_runs_needed_for_a_margin_smaller_than_the_stated_one():
+    # the runs resolve the stated margin (uncertainty 1.41 < 5) but the mean lies 1 from the threshold: the runs that
+    # would resolve the measured margin are reported, and said to be for the measured margin
+    r = rule(margin=5.0, margin_reason="x")
+    v = judge(None, r, 31 + np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), 30.0, seeds=SEEDS)
+    (o,) = v.options
+    assert v.kind == "too few runs" and o.need_basis == "measured"
+    assert o.runs_needed == math.floor((2 * np.std([-2, -1, 0, 1, 2], ddof=1) / 1.0) ** 2) + 1
+    assert "the measured margin (smaller than the stated" in o.describe("above")

@@ -202,6 +202,8 @@ class OptionVerdict:
     reason: str = ""             # why an option is inconclusive without a margin (no runs left, one run)
     runs_needed: float = math.nan  # runs that resolve the stated margin at this option's spread (inf: never)
     reading: str = "per run"     # "per run", or "seed mean" (read once off the mean curve, jackknife se)
+    need_basis: str = ""         # the margin runs_needed resolves: "stated" (the rule's), or "measured" (when
+                                 # the runs already resolve the stated margin and the measured margin is smaller)
 
     def describe(self, paper_side: str) -> str:
         """One line: the outcome, the mean (with its standard error) against the paper's side of the threshold, the
@@ -216,8 +218,10 @@ class OptionVerdict:
         what = "seed-mean curve" if self.reading == "seed mean" else "mean"
         need = ""
         if self.outcome == "inconclusive" and self.runs_needed == self.runs_needed:
-            need = ("; no number of runs resolves the stated margin (the resolution exceeds it)"
-                    if math.isinf(self.runs_needed) else f"; {int(self.runs_needed)} runs would resolve the stated margin")
+            what = ("the measured margin (smaller than the stated smallest margin that matters, which these runs "
+                    "resolve)" if self.need_basis == "measured" else f"the {self.need_basis or 'stated'} margin")
+            need = (f"; no number of runs resolves {what} (the resolution exceeds it)"
+                    if math.isinf(self.runs_needed) else f"; {int(self.runs_needed)} runs would resolve {what}")
         return (f"{head}{self.outcome}: {what} {self.mean:.4g}{se} (paper: {side} {self.threshold:.4g}); "
                 f"margin {self.margin:+.3g} vs uncertainty {self.uncertainty:.3g}; n = {self.n}{div}{need}")
 
@@ -433,12 +437,14 @@ def _judge_option(rule: Rule, lab: str, value: Any, thr: Any, div: Any, given: A
     elif not math.isfinite(s):
         reason = "one run and no standard error" if n == 1 else "no finite standard error"
     outcome = "inconclusive" if reason else _decide(margin, unc)
-    need = math.nan
+    need, basis = math.nan, ""
     if math.isfinite(s) and n >= 1:
-        target = rule.margin if rule.margin is not None else abs(margin)
-        if target > 0:
-            need = runs_needed(s * math.sqrt(n), target, z=rule.z, resolution=res)
-    return OptionVerdict(lab, outcome, n, gone, mean, s, t, margin, unc, reason, need, reading)
+        sd = s * math.sqrt(n)
+        if rule.margin is not None:
+            need, basis = runs_needed(sd, rule.margin, z=rule.z, resolution=res), "stated"
+        if (rule.margin is None or (outcome == "inconclusive" and need <= n)) and abs(margin) > 0:
+            need, basis = runs_needed(sd, abs(margin), z=rule.z, resolution=res), "measured"
+    return OptionVerdict(lab, outcome, n, gone, mean, s, t, margin, unc, reason, need, reading, basis)
 
 
 def _combine(results: Sequence[OptionVerdict], option: str) -> tuple[str, str, str, float]:
