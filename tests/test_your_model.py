@@ -60,7 +60,7 @@ def test_report_on_a_model_the_package_does_not_ship(report):
     rep, net, xs, ys = report
     text = str(rep)
     assert "SinMLP" in text and "_call_module" not in text
-    assert "plateau ends" in text and "agreement window" in text
+    assert "plateau ends" in text and "measured agreement (trained model vs prediction" in text
     # A(x) against an independent autodiff: the full Hessian of f(W) at 0 in the packed coordinates
     W0, layout = neuron_weights(net, net.neuron_axes())
     p, d = W0.shape

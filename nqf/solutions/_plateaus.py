@@ -24,6 +24,8 @@ from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
+from ..structure._neurons import deep_stack
+from ._drive import drive_spectrum, driven_count, driven_modes
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -67,6 +69,8 @@ class PlateauEnds(NamedTuple):
     valid: np.ndarray  #: (K,) bool: inside the range of validity (2 * divergence <= threshold) and the run
     within_run: np.ndarray  #: (K,) bool: predicted within the run's num_steps
     tolerance: np.ndarray  #: (K,) allowed |measured / predicted - 1|: 2 * divergence + two recording intervals
+    driven: np.ndarray = np.zeros((0,), bool)  #: (K,) bool: driven by the data (``nqf.solutions._drive``'s rule)
+    floor: float = float("nan")  #: the undriven modes' largest end level (0: none; nan: no drive computed)
 
 
 def running_mean(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -128,10 +132,11 @@ class Diagnosis(NamedTuple):
                          + ", ".join(f"{path} {shape}" for path, shape in r.frozen))
         else:
             lines.append("  frozen leaves: none (every leaf has a neuron axis)")
-        form = ("rank-two factors of A(x), a(x)^T W W^T b_o" if r.form == "rank-two"
+        form = ("through rank-two factors of A(x), a(x)^T W W^T b_o" if r.form == "rank-two"
                 else "matrix-free (nested jvp of the model at 0)")
-        stack = "formed" if r.As is not None else "not formed (too large)"
-        lines.append(f"  NQF evaluated by {form}; the A(x) stack {stack}")
+        stack = ("also formed (for the flow reference and the drive)" if r.As is not None
+                 else "not formed (too large)")
+        lines.append(f"  NQF trained {form}; the full A(x) stack {stack}")
         lines.append(f"  loss: {r.loss}")
         lines.append(f"  optimiser: {r.optimizer.describe()}"
                      + (f"; flow time per step {r.eta:.4g}" if r.eta else ""))
@@ -146,8 +151,9 @@ class Diagnosis(NamedTuple):
                          "training, and no plateau end below is a valid prediction. Initialise smaller (and the "
                          "biases too).")
         w = self.window
-        lines.append(f"  measured agreement window (trained model vs prediction, probe outputs, relative gap > "
-                     f"{r.threshold:g}): " + ("never within the run" if not np.isfinite(w) else f"step {w:.0f}"))
+        lines.append(f"  measured agreement (trained model vs prediction, probe outputs): " + (
+            f"they agree over the whole run (the relative gap never reached {r.threshold:g})" if not np.isfinite(w)
+            else f"they agree until step {w:.0f} (where the relative gap first reached {r.threshold:g})"))
         v = self.valid_until_steps
         lines.append("  prediction valid until " + ("the end of the prediction" if not np.isfinite(v) else f"step {v:.0f}")
                      + f" (twice the mean quadratic-regime error along the prediction <= {r.threshold:g})")
@@ -166,19 +172,7 @@ class Diagnosis(NamedTuple):
                 lines.append(f"  measured: no mode is learned by the model either (no eigenvalue of its M grows "
                              f"{GROWTH:g}-fold; loss {L[0]:.4g} -> {L[-1]:.4g})")
             return "\n".join(lines)
-        lines.append("  plateau ends (steps), mode k = k-th eigenvalue of M = W W^T reaching half its learned level:")
-        lines.append("    k     level   predicted   flow (lag)        measured   measured/predicted-1   tolerance")
-        for k in range(pl.levels.size):
-            err = pl.module[k] / pl.predicted[k] - 1 if np.isfinite(pl.module[k]) else np.nan
-            if not pl.within_run[k]:
-                note = "after the run"
-            elif not pl.valid[k]:
-                note = "beyond the range of validity"
-            else:
-                note = "valid: within" if abs(err) <= pl.tolerance[k] else "valid: MISSES"
-            fl = "-" if not np.isfinite(pl.flow[k]) else f"{pl.flow[k]:.0f} ({100 * pl.lag[k]:+.1f}%)"
-            lines.append(f"    {k + 1:<3d} {pl.levels[k]:9.3g}   {pl.predicted[k]:9.0f}   {fl:<16s}  {pl.module[k]:8.0f}"
-                         f"   {err:+20.3f}   +-{pl.tolerance[k]:.3f}   {note}")
+        return "\n".join(lines + _table_lines(r, pl))
         return "\n".join(lines)
 
     def plot(self, axes: Any = None):
@@ -235,12 +229,47 @@ class Diagnosis(NamedTuple):
         return fig
 
 
+
+def _table_lines(r: ModelRun, pl: PlateauEnds) -> list[str]:
+    """The plateau table: the modes the data drive (judged), then the others (listed apart, never judged)."""
+    n_plus = driven_count(r.drive)
+    if n_plus is None:
+        lines = ["  modes the data drive: not computed (neither the A(x) stack nor rank-two factors): every learned "
+                 "mode is judged"]
+    else:
+        lines = [f"  modes the data drive: {n_plus} (positive eigenvalues of the drive -dL/dM at W = 0); a mode is "
+                 f"judged when it is one of them and its level exceeds {1 / HALF:g}x the largest level of the others "
+                 f"({pl.floor:.3g})"]
+    head = "    k     level   predicted   flow (lag)        measured   measured/predicted-1   tolerance"
+    rows, apart = [], []
+    for k in range(pl.levels.size):
+        err = pl.module[k] / pl.predicted[k] - 1 if np.isfinite(pl.module[k]) else np.nan
+        if not pl.driven[k]:
+            note = "not judged"
+        elif not pl.within_run[k]:
+            note = "after the run"
+        elif not pl.valid[k]:
+            note = "beyond the range of validity"
+        else:
+            note = "valid: within" if abs(err) <= pl.tolerance[k] else "valid: MISSES"
+        fl = "-" if not np.isfinite(pl.flow[k]) else f"{pl.flow[k]:.0f} ({100 * pl.lag[k]:+.1f}%)"
+        row = (f"    {k + 1:<3d} {pl.levels[k]:9.3g}   {pl.predicted[k]:9.0f}   {fl:<16s}  {pl.module[k]:8.0f}"
+               f"   {err:+20.3f}   +-{pl.tolerance[k]:.3f}   {note}")
+        (rows if pl.driven[k] else apart).append(row)
+    if rows:
+        lines += ["  plateau ends (steps), mode k = k-th eigenvalue of M = W W^T reaching half its learned level:",
+                  head, *rows]
+    if apart:
+        lines += ["  modes the data do not drive (lifted by the optimiser or by noise; listed apart, never judged):",
+                  head, *apart]
+    return lines
+
 def read_plateaus(run: ModelRun) -> PlateauEnds:
     r"""Apply the rule to a ``ModelRun``: levels and ends from the prediction, the measured and flow ends at the same
     levels; tolerance: twice the mean quadratic-regime error up to the predicted end plus two recording intervals."""
     if run.diverged:
         z = np.zeros((0,))
-        return PlateauEnds(z, z, z, z, z, z, z.astype(bool), z.astype(bool), z)
+        return PlateauEnds(z, z, z, z, z, z, z.astype(bool), z.astype(bool), z, z.astype(bool))
     qs = np.asarray(run.nqf_steps, dtype=float)
     levels = learned_levels(qs, run.nqf_eigs)
     pred = mode_plateau_ends(qs, run.nqf_eigs, levels)
@@ -256,8 +285,9 @@ def read_plateaus(run: ModelRun) -> PlateauEnds:
         div = np.interp(np.where(np.isfinite(pred), pred, qs[-1]), qs, mean_e)
         tol = 2.0 * div + 2.0 * run.record_every / pred
     within = pred <= run.num_steps
-    valid = within & (2.0 * div <= run.threshold)
-    return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol)
+    driven, floor = driven_modes(levels, run.nqf_eigs[-1], driven_count(run.drive), HALF)
+    valid = within & driven & (2.0 * div <= run.threshold)
+    return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol, driven, floor)
 
 
 class StepMap(NamedTuple):
@@ -374,6 +404,7 @@ class ModelRun(NamedTuple):
     threshold: float  #: the relative gap that ends the measured agreement window
     record_every: int  #: recording interval of the runs (steps)
     diverged: str | None  #: why a run diverged (None: neither did)
+    drive: np.ndarray | None = None  #: ``(p,)`` eigenvalues of the drive -dL/dM at W = 0, descending (None: not computed)
 
 
 DENSE_LIMIT = 20_000_000  #: A(x) entries (m * o * p^2, 160 MB) up to which the (m, o, p, p) stack is formed
@@ -506,8 +537,14 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     loss_text, time_factor = _loss_words(loss, o)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # divergence is reported below, naming its cause
-        c = compare_with_nqf(q, data, optimizer, num_steps=num_steps, params=None if q.model is not None else params,
-                             loss=loss, track=track)
+        try:
+            c = compare_with_nqf(q, data, optimizer, num_steps=num_steps,
+                                 params=None if q.model is not None else params, loss=loss, track=track)
+        except ValueError as err:  # Theorem 1 refused: a deep stack gets the way to describe it
+            if deep_stack(q.model):
+                raise invalid("model", "be one layer of interchangeable neurons", f"{deep_stack(q.model)}; the neuron "
+                              f"axes given fail Theorem 1: {str(err).rstrip('.')}") from err
+            raise
     lr_note = (f"learning rate {sm.learning_rate:g}: lower it" if sm.kind else "lower the learning rate")
     rm, rq = c.module, c.nqf
     diverged = (_run_diverged("NQF", c.batch_loss["nqf"], rq["step_loss"][-1], lr_note)
@@ -525,6 +562,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     flow_eta = None if diverged else eta
     As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
                                             None if eta is None else eta * steps_q[-1], flow_points, time_factor)
+    drive = None if diverged else _drive(q, params, (xs, ys), loss, As, c)
     axes = jax.tree_util.tree_leaves(q.neuron_axes(params), is_leaf=lambda v: v is None)
     frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
                    for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0], axes)
@@ -532,4 +570,15 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     return ModelRun(q.name, c.hypotheses, As, nqf_data, np.asarray(W0), frozen, c.form, sm, loss_text,
                     eta, num_steps, float(div[0]), steps_q, eig_q,
                     np.asarray(rq["step_loss"]), div, c, eig_m, eig_q[:T], fts, floss, feigs,
-                    float(track.agreement.threshold), int(every), diverged)
+                    float(track.agreement.threshold), int(every), diverged, drive)
+
+
+def _drive(q, params, data, loss, As, c):
+    """The drive's spectrum (``nqf.solutions._drive``) from the A(x) stack, else from the rank-two factors."""
+    xs, ys = data
+    if As is not None:
+        return drive_spectrum(loss, c.offsets[0], ys, stack=As)
+    if c.form != "rank-two":
+        return None
+    parts, evaluation, _ = q.parts(params, [xs])
+    return drive_spectrum(loss, parts[0][0], ys, factors=(parts[0][1], evaluation.B))

@@ -119,3 +119,25 @@ class NeuronPacking(eqx.Module):
 
     def __call__(self, params) -> Float[Array, "p d"]:
         return self.pack(params)
+
+
+def deep_stack(model) -> str | None:
+    """A description of ``model`` when it is a deep stack of neuron layers (an ``equinox.nn.MLP`` of depth >= 2, an
+    ``equinox.nn.Sequential`` of three or more ``Linear`` layers), else None: such a model is not one layer of
+    interchangeable neurons (the weights between two hidden layers carry a neuron index of each), so it has no
+    single NQF of Theorem 1. The text names the ways to describe it."""
+    if isinstance(model, eqx.nn.MLP):
+        hidden, where = len(model.layers) - 1, "layers"
+    elif isinstance(model, eqx.nn.Sequential):
+        hidden = sum(isinstance(layer, eqx.nn.Linear) for layer in model.layers) - 1
+        where = "layers"
+    else:
+        return None
+    if hidden < 2:
+        return None
+    return (f"{type(model).__name__} is a deep stack of {hidden} hidden layers, not one layer of interchangeable "
+            "neurons (the weights between two hidden layers carry a neuron index of each, so no single neuron axis "
+            "makes Theorem 1 hold). Describe it by the deep NQF of Def. 2 (nqf.model.deep_nqf_apply, "
+            "nqf.updates.deep_nqf_sgd; chapter 9), or diagnose one hidden layer at a time: neuron axes on that layer only "
+            f"(e.g. {where}[0].weight 0, {where}[0].bias 0, {where}[1].weight 1) and None on every other leaf, "
+            "which then stays fixed")

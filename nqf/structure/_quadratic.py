@@ -17,7 +17,7 @@ from ..architectures import Architecture
 from ._lowrank import rank_two_form
 from ._matrix_free import HypothesisCheck, check_hypotheses, module_out, nqf_out, require_hypotheses
 from ._models import call_module
-from ._neurons import NeuronPacking, axes_spec, flat_axes
+from ._neurons import NeuronPacking, axes_spec, deep_stack, flat_axes
 
 FORMS = ("auto", "matrix-free", "structure", "rank-two")
 MAX_STRUCTURE_ENTRIES = 60_000_000  #: 480 MB of float64 structure matrices: beyond that a set stays matrix-free
@@ -153,6 +153,8 @@ def quadratic_form(model: Any, *, neuron_axes: Any = None, form: str | Callable 
         if neuron_axes is None:
             own = getattr(model, "neuron_axes", None)
             neuron_axes = own() if callable(own) else own
+        if neuron_axes is None and deep_stack(model):
+            raise invalid("model", "be one layer of interchangeable neurons", deep_stack(model))
         if neuron_axes is None:
             raise invalid("neuron_axes", f"be given for {type(model).__name__}: the neuron axis of each leaf (None for "
                                          "shared leaves), or a method `neuron_axes()` on the model", "None")
