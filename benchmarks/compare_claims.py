@@ -2,6 +2,7 @@
 
     python benchmarks/compare_claims.py OLD_DIR NEW_DIR [--rtol 0]
     python benchmarks/compare_claims.py --record benchmarks/verdicts-full.json _build/output/full/claims [--rtol 1e-9]
+    python benchmarks/compare_claims.py --changes OLD_RECORD.json NEW_RECORD.json
 
 ``OLD_DIR`` and ``NEW_DIR`` hold ``chNN.json`` claims files (``_build/output/quick/claims``). For each chapter
 it reports claims and verdicts present in one run only, outcomes that differ, and numbers (measured,
@@ -74,7 +75,7 @@ def compare(old: Path, new: Path, rtol: float = 0.0) -> list[str]:
             out.append(f"{f.stem}: verdict only in {'old' if name in va else 'new'}: {name}")
         for name in sorted(set(va) & set(vb)):
             x, y = va[name], vb[name]
-            for k in ("outcome", "depends_on", "seeds"):
+            for k in ("outcome", "kind", "depends_on", "seeds"):
                 if x.get(k) != y.get(k):
                     out.append(f"{f.stem}: verdict {name!r}: {k} {x.get(k)!r} -> {y.get(k)!r}")
             oa = {o["option"]: o for o in x.get("options", [])}
@@ -104,8 +105,8 @@ def compare_record(record: Path, new: Path, rtol: float = 0.0) -> list[str]:
         out += [f"{ch}: verdict only in {'the record' if n in a else 'the new build'}: {n}" for n in sorted(set(a) ^ set(b))]
         for name in sorted(set(a) & set(b)):
             x, y = a[name], b[name]
-            for k in ("outcome", "depends_on", "options", "seeds"):
-                if x.get(k) != y.get(k):
+            for k in ("outcome", "kind", "depends_on", "options", "seeds"):
+                if x.get(k, y.get(k)) != y.get(k):  # a record made before a key existed: compared once both have it
                     out.append(f"{ch}: {name!r}: {k} {x.get(k)!r} -> {y.get(k)!r}")
             for opt in sorted(set(x["evidence"]) & set(y["evidence"])):
                 for k, u in x["evidence"][opt].items():
@@ -115,13 +116,51 @@ def compare_record(record: Path, new: Path, rtol: float = 0.0) -> list[str]:
     return out
 
 
+def _opt_text(v: dict) -> str:
+    ev = v.get("evidence", {})
+    return "; ".join(f"{o or 'one rule'}: {v['options'].get(o)} (n {e.get('n')}, margin {_num(e.get('margin'))}, "
+                     f"unc. {_num(e.get('uncertainty'))})" for o, e in ev.items())
+
+
+def _num(x) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def _kind_of(v: dict) -> str:
+    if v["outcome"] != "inconclusive":
+        return v["outcome"]
+    k = v.get("kind") or ("depends on X" if v.get("depends_on") else "too few runs")
+    return f"depends on {v.get('depends_on')}" if k == "depends on X" else k
+
+
+def changes_table(old_record: Path, new_record: Path) -> str:
+    """A Markdown table of every verdict whose outcome, kind, options or seeds changed between two records: its
+    outcome, options (with n, margin and uncertainty) and seed count before and after."""
+    a, b = json.loads(old_record.read_text())["chapters"], json.loads(new_record.read_text())["chapters"]
+    rows = ["| chapter | verdict | before | after |", "|---|---|---|---|"]
+    for ch in sorted(set(a) | set(b)):
+        va, vb = a.get(ch, {}), b.get(ch, {})
+        for name in sorted(set(va) | set(vb)):
+            x, y = va.get(name), vb.get(name)
+            if x and y and (_kind_of(x), x["options"], len(x.get("seeds", []))) == (_kind_of(y), y["options"], len(y.get("seeds", []))):
+                continue
+            cell = (lambda v: "-" if v is None else f"**{_kind_of(v)}**, {len(v.get('seeds', []))} seeds; {_opt_text(v)}")
+            rows.append(f"| {ch} | {name} | {cell(x)} | {cell(y)} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--rtol", type=float, default=0.0)
     ap.add_argument("--record", action="store_true", help="OLD is the committed verdict record (a JSON file)")
+    ap.add_argument("--changes", action="store_true", help="OLD and NEW are two verdict records: print a Markdown table "
+                    "of the verdicts that changed (outcome, options, n, margin, uncertainty)")
     args = ap.parse_args(argv)
+    if args.changes:
+        print(changes_table(args.old, args.new))
+        return 0
     if args.record:
         diffs = compare_record(args.old, args.new, args.rtol)
         print("\n".join(diffs) if diffs else f"every verdict equals the record (rtol {args.rtol:g})")

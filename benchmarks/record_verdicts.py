@@ -35,7 +35,9 @@ def collect(claims_dir: pathlib.Path) -> dict:
         verdicts = data.get("verdicts", [])
         if verdicts:
             chapters[data["chapter"]] = {
-                v["name"]: {"outcome": v["outcome"], "depends_on": v["depends_on"],
+                v["name"]: {"outcome": v["outcome"], "kind": _kind(v), "depends_on": v["depends_on"],
+                            "runs_needed": v.get("runs_needed"), "margin": v["rule"].get("margin"),
+                            "margin_reason": v["rule"].get("margin_reason", ""),
                             "options": {o["option"]: o["outcome"] for o in v["options"]},
                             "seeds": v.get("seeds", []), "fixed_at": v["rule"].get("fixed_at", ""),
                             "evidence": {o["option"]: {k: o.get(k) for k in _EVIDENCE} for o in v["options"]}}
@@ -43,7 +45,15 @@ def collect(claims_dir: pathlib.Path) -> dict:
     return chapters
 
 
-_EVIDENCE = ("n", "diverged", "mean", "threshold", "margin", "uncertainty", "reason")
+_EVIDENCE = ("n", "diverged", "mean", "threshold", "margin", "uncertainty", "reason", "reading", "runs_needed",
+             "need_basis")
+
+
+def _kind(v: dict) -> str:
+    """holds / against / depends on X / too few runs (a record made before the kinds: from depends_on)."""
+    if v["outcome"] != "inconclusive":
+        return v["outcome"]
+    return v.get("kind") or ("depends on X" if v.get("depends_on") else "too few runs")
 
 
 def _g(x) -> str:
@@ -63,7 +73,9 @@ def table(chapters: dict) -> str:
                 for opt, e in v.get("evidence", {}).items())
             seeds = v.get("seeds") or []
             span = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else "-".join(map(str, seeds))
-            out = v["outcome"] + (f", depends on {v['depends_on']}" if v["depends_on"] else "")
+            out = (f"depends on {v['depends_on']}" if v.get("kind") == "depends on X" else
+                   f"too few runs ({_g(v.get('runs_needed'))} per option would resolve the stated margin)"
+                   if v.get("kind") == "too few runs" else v["outcome"])
             rows.append(f"| {ch} | {name} | {out} | {opts} | {span} | {v.get('fixed_at', '')} |")
     return "\n".join(rows)
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from nqf import quadratic_form
 from nqf.training import Track, compare_with_nqf, first_crossing
+from nqfbook.kit import seed_mean_reading
 
 
 def half_times(steps, ratio):
@@ -163,3 +164,34 @@ def window_growth(windows, never):
     d = np.where(keep, b - a, -np.inf)
     out = np.max(d, axis=-1)
     return np.where(np.any(keep, axis=-1), out, np.nan)
+
+
+def seed_mean_stats(run: Fig2Lanes, lanes, *, judged, never, t_end):
+    """The seed-mean readings of the rules, as Fig. 2's curves would be read if they were seed means: the switch-on
+    statistic, the order statistic and the singular-value gap, each computed once from the mean over ``lanes`` of the
+    module's and the NQF's $\\hat s_k(t)/s_k$ (every recorded step, no smoothing), with a jackknife standard error over
+    the lanes (:func:`nqfbook.kit.seed_mean_reading`); diverged lanes are left out. Returns
+    ``{"switch", "order", "sv gap"}`` -> :class:`nqfbook.kit.SeedMean` (``"order"`` ``None`` with fewer than two
+    judged modes)."""
+    lanes = np.asarray(lanes, dtype=int)
+    mod, nqf, div, judged = run.module[lanes], run.nqf[lanes], run.diverged[lanes], np.asarray(judged)
+    seeds = [int(s) for s in run.seeds[lanes]]
+
+    def half(curve):  # (T, r) -> (r,) censored half-times
+        return censor(half_times(run.steps, curve), never)
+
+    def switch(m, q):
+        return float(np.max(np.abs(half(m) - half(q))[judged]))
+
+    def order(m):
+        h = half(m)[judged]
+        return float(np.max(h[:-1] - h[1:]))
+
+    sel = run.steps <= float(t_end)
+
+    def gap(m, q):
+        return float(np.max(np.abs(m[sel] - q[sel])))
+
+    return {"switch": seed_mean_reading((mod, nqf), switch, seeds=seeds, diverged=div),
+            "order": seed_mean_reading(mod, order, seeds=seeds, diverged=div) if judged.sum() >= 2 else None,
+            "sv gap": seed_mean_reading((mod, nqf), gap, seeds=seeds, diverged=div)}

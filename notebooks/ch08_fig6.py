@@ -23,6 +23,7 @@ from nqf import quadratic_form
 from nqf.architectures import Architecture
 from nqf.model import mse
 from nqf.training import Agreement, Runs, Stream, optimizer, train
+from nqfbook.kit import SeedMean, seed_mean_reading
 
 
 class Pair(eqx.Module):
@@ -135,6 +136,23 @@ def windows(run: OnlineRun, threshold: float, *, metric: str) -> np.ndarray:
     gap = run.loss_gap if metric == "loss" else run.output_gap
     w = np.minimum(Agreement(threshold).window(run.steps, gap), float(run.steps[-1]))
     return np.where(run.diverged, np.nan, w)
+
+
+def mean_window(run: OnlineRun, threshold: float, *, metric: str, seeds, grid: int = 1) -> SeedMean:
+    """The seed-mean reading of the window, as Fig. 6 (mean of 5 runs) is read: the agreement window of the gap between
+    the seed-mean probe losses of module and NQF (``metric="loss"``: $|\\bar L_\\text{NQF} - \\bar L_\\text{module}|/
+    \\bar L_\\text{module}$, the two curves the figure plots), or of the seed-mean output gap (``"output"``), read on
+    every ``grid``-th step, censored at the run's length as :func:`windows`; diverged runs are left out of the mean
+    (:func:`nqfbook.kit.seed_mean_reading`, jackknife standard error over runs)."""
+    agree, end = Agreement(threshold), float(run.steps[-1])
+    steps = run.steps[::grid]
+
+    def read(*curves):
+        gap = np.abs(curves[1] - curves[0]) / curves[0] if metric == "loss" else curves[0]
+        return min(float(agree.window(steps, gap)), end)
+
+    curves = (run.probe_loss["module"], run.probe_loss["nqf"]) if metric == "loss" else run.output_gap
+    return seed_mean_reading(curves, read, seeds=seeds, diverged=run.diverged, grid=grid)
 
 
 def split_runs(run: OnlineRun, sizes) -> list:

@@ -130,3 +130,22 @@ def test_window_growth_leaves_out_pairs_censored_at_the_same_end():
     out = window_growth(w, never)
     np.testing.assert_array_equal(out[:3], [-8.0, -16.0, never - 110.0])
     assert np.isnan(out[3])
+
+
+def test_seed_mean_stats_read_the_mean_curves():
+    from ch06_fig2 import Fig2Lanes, seed_mean_stats
+
+    steps = np.arange(6.0)
+    # two lanes, one mode pair: the module's mode 1 reaches 1/2 at steps 1 and 3, mode 2 at 2 and 4; the NQF's at 2 and 2
+    ramp = lambda t0: np.clip((steps - t0) / 2 + 0.5, 0, 1)  # noqa: E731  (reaches 1/2 at t0)
+    mod = np.stack([np.stack([ramp(1), ramp(2)], -1), np.stack([ramp(3), ramp(4)], -1)])
+    nqf = np.stack([np.stack([ramp(2), ramp(3)], -1)] * 2)
+    run = Fig2Lanes(np.array([7, 8]), np.array([0.01, 0.01]), steps, mod, nqf, None, None, None, None, 1.0,
+                    np.array([False, False]), None)
+    out = seed_mean_stats(run, [0, 1], judged=np.array([True, True]), never=7.0, t_end=5.0)
+    # mean module curves reach 1/2 at steps 2 and 3 (mean ramps through 1/2 at t0 = 2, 3), the NQF at 2 and 3
+    assert out["switch"].value == 0.0 and out["switch"].n == 2
+    assert out["order"].value == -1.0
+    assert out["sv gap"].value == pytest.approx(np.max(np.abs(mod.mean(0) - nqf.mean(0))))
+    one = seed_mean_stats(run, [0, 1], judged=np.array([True, False]), never=7.0, t_end=5.0)
+    assert one["order"] is None

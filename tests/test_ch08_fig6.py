@@ -14,7 +14,7 @@ from helpers import count_compilations
 from nqf._random import normal  # jax.random.normal's numbers, one compilation per size class
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from ch08_fig6 import OnlineRun, Pair, online_teacher_student, run_inputs, split_runs, windows  # noqa: E402
+from ch08_fig6 import OnlineRun, Pair, mean_window, online_teacher_student, run_inputs, split_runs, windows  # noqa: E402
 
 ARCH = architectures.two_layer_mlp(3)
 #: one configuration for the MLP's runs: the tests that run two seeds with it share one compiled program
@@ -120,3 +120,19 @@ def test_split_runs_reads_a_call_in_groups():
     np.testing.assert_array_equal(a.c_norm2, both.c_norm2[:1])
     with pytest.raises(ValueError, match="add up"):
         split_runs(both, [1, 2])
+
+
+def test_mean_window_reads_the_gap_of_the_seed_mean_curves():
+    steps = np.arange(6)
+    lm = np.array([[1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [np.inf] * 6])
+    ln = np.array([[1.0, 1.0, 1.3, 1.0, 1.3, 1.3], [1.0, 1.0, 1.0, 1.0, 1.0, 1.3], [np.nan] * 6])
+    gap = np.abs(ln - lm) / lm
+    run = OnlineRun(steps, {"module": lm, "nqf": ln}, gap, gap, np.full(3, np.nan), np.array([False, False, True]))
+    m = mean_window(run, 0.1, metric="loss", seeds=(7, 8, 9))
+    # the mean curves: module 1, NQF (1, 1, 1.15, 1, 1.15, 1.3): they part at step 2 (per run: 2 and 5)
+    assert (m.value, m.n, m.diverged) == (2.0, 2, (9,))
+    # leave-one-out: run 8 alone parts at 5, run 7 alone at 2 -> jackknife se = sqrt(1/2 * 2 * 1.5^2)
+    assert m.se == pytest.approx(np.sqrt(0.5 * 2 * 1.5 ** 2))
+    assert mean_window(run, 0.1, metric="output", seeds=(7, 8, 9)).value == 2.0   # mean of the gaps (0.15 at 2)
+    assert mean_window(run, 0.5, metric="loss", seeds=(7, 8, 9)).value == 5.0     # never: the run's length
+    assert mean_window(run, 0.1, metric="loss", seeds=(7, 8, 9), grid=3).value == 5.0  # steps 0, 3 miss the parting

@@ -334,8 +334,8 @@ def seed_mean_reading(curves: Any, read: Any, *, seeds: Sequence[int] = (), dive
     r"""Read a statistic off the seed-mean curve, as a figure of mean curves is read.
 
     Args:
-        curves: the per-run curves, an array ``(runs, T)``, or a tuple of such arrays (for a statistic of
-            several curves, such as the gap between a module's and its NQF's mean losses).
+        curves: the per-run curves, an array ``(runs, T, ...)`` (time on axis 1), or a tuple of such arrays (for
+            a statistic of several curves, such as the gap between a module's and its NQF's mean losses).
         read: ``read(*mean_curves) -> float``, the statistic of the mean curve(s) (the same statistic as
             the per-run reading).
         seeds: the runs' seeds (to name the diverged ones); by default their indices.
@@ -348,7 +348,7 @@ def seed_mean_reading(curves: Any, read: Any, *, seeds: Sequence[int] = (), dive
         means (``nan`` with fewer than two runs).
     """
     arrays = tuple(np.asarray(c, dtype=float) for c in (curves if isinstance(curves, (tuple, list)) else (curves,)))
-    require_value("curves", all(a.ndim == 2 for a in arrays), "arrays (runs, T)", str([a.shape for a in arrays]))
+    require_value("curves", all(a.ndim >= 2 for a in arrays), "arrays (runs, T, ...)", str([a.shape for a in arrays]))
     require_value("curves", len({a.shape[0] for a in arrays}) == 1, "the same runs in every array",
                   str([a.shape for a in arrays]))
     require_value("read", callable(read), "a callable on the mean curve(s)", type(read).__name__)
