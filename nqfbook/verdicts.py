@@ -1,5 +1,6 @@
 """The introduction's verdict tally: per chapter, how many of the paper's figure-level rules hold, go
-against the paper or are inconclusive, read from the claims JSON of the build being published
+against the paper, depend on a choice the paper leaves open, or have too few runs (the two kinds of
+inconclusive), read from the claims JSON of the build being published
 (BOOK.md rule 10). Included by ``book/intro.md`` as ``_generated/verdicts.md``."""
 
 from __future__ import annotations
