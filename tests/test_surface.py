@@ -167,7 +167,9 @@ def test_at_most_150_names_and_no_twins():
     assert not twins, twins
     # nqf 1.0 (issue 48): at most 150 names exported from the rooms, 146 at its end (285 before it: 236 in the rooms' __all__
     # and 49 re-exported beside it). A ratchet: lower it when a room's surface shrinks, never raise it.
-    assert total <= 146, total
+    # issue 51 raised it to 147: nqf.structure.Blocks, the one way to declare neurons packed as blocks of an axis (the
+    # heads of a library attention layer) in neuron_axes; a reader needs the name to write the declaration.
+    assert total <= 147, total
 
 
 def test_the_checker_sees_an_unused_name(tmp_path):

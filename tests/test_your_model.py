@@ -243,3 +243,22 @@ def test_a_parameter_dict_with_apply_goes_through_the_same_call():
     H = jax.hessian(lambda w: flax_style_apply(layout.unflatten(w.reshape(p, d)), xs[0]))(jnp.zeros(p * d))
     np.testing.assert_allclose(rep.run.As[0], 0.5 * H.reshape(3, p, d, p, d)[:, :, 0, :, 0], atol=1e-12)
     assert rep.plateaus.levels.size == 2
+
+
+def test_chapter_10s_library_attention_recipe_has_the_head_axis_layers_A():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+    from ch10_models import head_axis_layer, make_attention, token_teacher
+
+    att, axes = make_attention(jax.random.PRNGKey(0), init_scale=0.5)
+    sep, sep_axes = head_axis_layer(att)
+    xs, ys = token_teacher(1, 3)
+    assert xs.shape == (3, 5, 6) and ys.shape == (3, 5, 6) and np.allclose(ys[:, 0], ys[:, 4])
+    x = jnp.asarray(xs[0])
+    np.testing.assert_allclose(att(x), sep(x), rtol=1e-12, atol=1e-14)
+    A1 = nqf.quadratic_form(att, neuron_axes=axes).structure(x)
+    A2 = nqf.quadratic_form(sep, neuron_axes=sep_axes).structure(x)
+    assert A1.shape == (5, 6, 72, 72)
+    np.testing.assert_allclose(A1, A2, rtol=1e-10, atol=1e-14)

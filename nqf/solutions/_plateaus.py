@@ -24,7 +24,7 @@ from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
-from ..structure._neurons import deep_stack
+from ..structure._neurons import deep_stack, flat_axes
 from ._drive import drive_spectrum, driven_count, driven_modes
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
@@ -563,7 +563,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
                                             None if eta is None else eta * steps_q[-1], flow_points, time_factor)
     drive = None if diverged else _drive(q, params, (xs, ys), loss, As, c)
-    axes = jax.tree_util.tree_leaves(q.neuron_axes(params), is_leaf=lambda v: v is None)
+    axes, _ = flat_axes(params, q.spec, q.name)  # one per leaf of params (a None field is no leaf)
     frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
                    for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0], axes)
                    if a is None and eqx.is_array(leaf))

@@ -7,12 +7,13 @@ are cached by the architecture's value, never by a plain callable (which may rea
 from ._expansion import remainder_scaling
 from ._feedforward import effective_matrix, feedforward_form, feedforward_output, feedforward_splits, split_structure
 from ._matrix_free import HypothesisCheck, nqf_output
+from ._neurons import Blocks
 from ._pytree import neuron_weights
 from ._quadratic import QuadraticForm, quadratic_form
 from ._theorem1 import check_theorem1
 
 __all__ = [
-    "check_theorem1", "effective_matrix", "feedforward_form", "feedforward_output", "feedforward_splits",
+    "Blocks", "check_theorem1", "effective_matrix", "feedforward_form", "feedforward_output", "feedforward_splits",
     "HypothesisCheck", "neuron_weights", "nqf_output", "quadratic_form", "QuadraticForm", "remainder_scaling",
     "split_structure",
 ]

@@ -14,7 +14,7 @@ from jaxtyping import Array
 from .._checks import check_key, invalid, theorem1_tolerance
 from .._random import normal, split
 from ..architectures import Architecture
-from ._neurons import split_params
+from ._neurons import split_params, take_neurons
 from ._probes import (fast_filter_jit, permute_neurons, taylor_ratio, taylor_residuals, taylor_step, taylor_steps,
                       zero_neuron)
 
@@ -83,7 +83,7 @@ def _probe(apply, tr, frozen, x, draws, ax_leaves, d):
     perm_res = jnp.max(jnp.abs(f - fp)) / jnp.maximum(jnp.max(jnp.abs(f)), 1e-300)
     Wz = zero_neuron(W, ax_leaves)
     gz = jax.grad(F)(Wz)
-    g_first = jnp.sqrt(sum(jnp.sum(jnp.take(g, 0, axis=a) ** 2)
+    g_first = jnp.sqrt(sum(jnp.sum(take_neurons(g, 0, a) ** 2)
                            for g, a in zip(jax.tree_util.tree_leaves(gz), ax_leaves)))
     g_all = jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree_util.tree_leaves(gz)))
     zero = jax.tree_util.tree_map(jnp.zeros_like, W)

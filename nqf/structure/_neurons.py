@@ -1,10 +1,13 @@
 r"""Neuron axes of a parameter pytree (Def. 1) and THE packing. Axes are given like ``jax.vmap``'s ``in_axes``
 (``None``: shared by all neurons), or as a copy of the model with ints at the neuron leaves; non-array leaves
-are ignored. :class:`NeuronPacking` packs them into $W\in\mathbb R^{p\times d}$: rows over the neuron leaves in
-pytree order (C order inside a leaf), column $i$ neuron $i$."""
+are ignored. An axis that packs the neurons as consecutive blocks (the heads of an attention layer in the rows of one
+matrix) is :class:`Blocks`. :class:`NeuronPacking` packs them into $W\in\mathbb R^{p\times d}$: rows over the neuron
+leaves in pytree order (C order inside a leaf, a block's own axis in the neuron axis's place), column $i$ neuron
+$i$."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
@@ -20,6 +23,51 @@ def _is_none(a) -> bool:
     return a is None
 
 
+@dataclasses.dataclass(frozen=True)
+class Blocks:
+    """A neuron axis that holds the neurons as consecutive blocks of ``size`` entries: neuron ``i`` is entries
+    ``[i * size, (i + 1) * size)`` of ``axis`` (equinox's ``MultiheadAttention``: ``query_proj.weight`` is
+    ``(heads * qk_size, in)``, its heads are ``Blocks(0, qk_size)``). Give it in ``neuron_axes`` where an int
+    would go; the axis's length must be a multiple of ``size``."""
+
+    axis: Any  #: the axis (an int, negative counts from the end)
+    size: Any  #: entries per neuron along it (an int >= 1)
+
+    def __post_init__(self):
+        for name in ("axis", "size"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise invalid(name, "be an int", repr(v))
+        if self.size < 1:
+            raise invalid("size", "be >= 1 (entries per neuron along the axis)", repr(self.size))
+
+
+def axis_of(a) -> int:
+    return a.axis if isinstance(a, Blocks) else a
+
+
+def neuron_view(leaf, a):
+    """``leaf`` with its neurons on axis ``axis_of(a)`` alone (a :class:`Blocks` axis split into (neurons, size))."""
+    if not isinstance(a, Blocks):
+        return leaf
+    shape = jnp.shape(leaf)
+    return jnp.reshape(leaf, shape[:a.axis] + (shape[a.axis] // a.size, a.size) + shape[a.axis + 1:])
+
+
+def merge_view(view, a):
+    """The inverse of :func:`neuron_view`."""
+    if not isinstance(a, Blocks):
+        return view
+    shape = jnp.shape(view)
+    return jnp.reshape(view, shape[:a.axis] + (shape[a.axis] * a.size,) + shape[a.axis + 2:])
+
+
+def take_neurons(leaf, index, a):
+    """``jnp.take(leaf, index, axis)`` over neurons (``index`` an int or an index array), :class:`Blocks` included."""
+    out = jnp.take(neuron_view(leaf, a), index, axis=axis_of(a))
+    return out if np.ndim(index) == 0 else merge_view(out, a)
+
+
 def axes_spec(neuron_axes) -> tuple:
     """``neuron_axes`` as a hashable value ``(treedef, leaves)``: ints kept, ``None``, a model array or a model's
     non-array leaf (an activation) as ``None``; anything else refused."""
@@ -28,10 +76,12 @@ def axes_spec(neuron_axes) -> tuple:
     for i, a in enumerate(leaves):
         if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
             out.append(int(a))
+        elif isinstance(a, Blocks):
+            out.append(a)
         elif a is None or eqx.is_array(a) or callable(a):
             out.append(None)
         else:
-            raise invalid("neuron_axes", f"hold an int or None at leaf {i}", repr(a))
+            raise invalid("neuron_axes", f"hold an int, a nqf.structure.Blocks or None at leaf {i}", repr(a))
     return treedef, tuple(out)
 
 
@@ -53,9 +103,18 @@ def flat_axes(params, spec: tuple, name: str = "params") -> tuple[tuple, int]:
             if not eqx.is_inexact_array(leaf):
                 raise invalid("neuron_axes", f"give None to leaf {i} of `{name}`, which is not a float array "
                                              f"({leaf.dtype})", f"an axis ({a})")
-            if not -leaf.ndim <= a < leaf.ndim:
+            ax = axis_of(a)
+            if not -leaf.ndim <= ax < leaf.ndim:
                 raise invalid("neuron_axes", f"give leaf {i} of `{name}` of shape {leaf.shape} a neuron axis in "
-                                             "range", f"neuron axis {a}, which is out of range")
+                                             "range", f"neuron axis {ax}, which is out of range")
+            if isinstance(a, Blocks):
+                if leaf.shape[ax] % a.size:
+                    raise invalid("neuron_axes", f"give leaf {i} of `{name}` of shape {leaf.shape} blocks whose size "
+                                                 f"divides its axis {ax} (length {leaf.shape[ax]})",
+                                  f"Blocks(axis={a.axis}, size={a.size})")
+                out.append(Blocks(ax % leaf.ndim, a.size))
+                sizes.append(leaf.shape[ax] // a.size)
+                continue
             out.append(a % leaf.ndim)
             sizes.append(leaf.shape[a])
     if not sizes:
@@ -91,7 +150,7 @@ class NeuronPacking(eqx.Module):
     def of(cls, params, axes) -> "NeuronPacking":
         """The packing of ``params`` whose leaf ``i`` has neuron axis ``axes[i]`` (``None``: not a neuron leaf)."""
         leaves, treedef = jax.tree_util.tree_flatten(params)
-        keep = [(i, a, tuple(n for k, n in enumerate(np.shape(leaves[i])) if k != a))
+        keep = [(i, a, tuple(n for k, n in enumerate(jnp.shape(neuron_view(leaves[i], a))) if k != axis_of(a)))
                 for i, a in enumerate(axes) if a is not None]
         return cls(treedef, *(tuple(c) for c in zip(*keep)))
 
@@ -103,8 +162,8 @@ class NeuronPacking(eqx.Module):
     def pack(self, params) -> Float[Array, "p d"]:
         """The neuron leaves of ``params`` as one ``(p, d)`` matrix."""
         leaves = self.treedef.flatten_up_to(params)
-        cols = [jnp.reshape(jnp.moveaxis(leaves[i], a, -1), (-1, leaves[i].shape[a]))
-                for i, a in zip(self.index, self.axes)]
+        views = [(neuron_view(leaves[i], a), axis_of(a)) for i, a in zip(self.index, self.axes)]
+        cols = [jnp.reshape(jnp.moveaxis(v, a, -1), (-1, v.shape[a])) for v, a in views]
         return jnp.concatenate(cols, axis=0)
 
     def unpack(self, W: Float[Array, "p d"], params) -> Any:
@@ -113,7 +172,7 @@ class NeuronPacking(eqx.Module):
         r0, width = 0, W.shape[1]
         for i, a, shape in zip(self.index, self.axes, self.shapes):
             n = int(np.prod(shape, dtype=int))
-            leaves[i] = jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, a)
+            leaves[i] = merge_view(jnp.moveaxis(jnp.reshape(W[r0:r0 + n], shape + (width,)), -1, axis_of(a)), a)
             r0 += n
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 

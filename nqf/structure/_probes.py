@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import theorem1_tolerance
+from ._neurons import axis_of, merge_view, neuron_view, take_neurons
 
 SMOOTH_RATIO = theorem1_tolerance(np.float64).smooth_ratio  #: the tolerance set's, for the readers of this room
 
@@ -71,17 +72,18 @@ def taylor_steps(dtype) -> np.ndarray:
     return np.array([h, h / 2, -h, -h / 2])
 
 
-def permute_neurons(W, ax_leaves: Sequence[int], perm):
+def permute_neurons(W, ax_leaves: Sequence[Any], perm):
     """``W`` with its neurons permuted by ``perm`` along every neuron axis (``W[:, perm]`` for ``(p, d)``)."""
     leaves, treedef = jax.tree_util.tree_flatten(W)
-    return jax.tree_util.tree_unflatten(treedef, [jnp.take(l, perm, axis=a) for l, a in zip(leaves, ax_leaves)])
+    return jax.tree_util.tree_unflatten(treedef, [take_neurons(l, perm, a) for l, a in zip(leaves, ax_leaves)])
 
 
-def zero_neuron(W, ax_leaves: Sequence[int]):
+def zero_neuron(W, ax_leaves: Sequence[Any]):
     """``W`` with neuron 1 (index 0 along every neuron axis) set to zero (``W.at[:, 0].set(0)`` for ``(p, d)``)."""
     leaves, treedef = jax.tree_util.tree_flatten(W)
     return jax.tree_util.tree_unflatten(
-        treedef, [jnp.moveaxis(jnp.moveaxis(l, a, 0).at[0].set(0.0), 0, a) for l, a in zip(leaves, ax_leaves)])
+        treedef, [merge_view(jnp.moveaxis(jnp.moveaxis(neuron_view(l, a), axis_of(a), 0).at[0].set(0.0), 0,
+                                          axis_of(a)), a) for l, a in zip(leaves, ax_leaves)])
 
 
 def taylor_residuals(grads: Any, g0: Any, hv: Any, steps: Any, norm: Any) -> list:

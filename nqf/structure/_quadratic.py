@@ -216,7 +216,7 @@ def neuron_structures(apply, packing, tr, frozen, xs):
     of ``xs`` (leading sample axis): one Hessian in the $p$ parameters of one neuron per sample."""
     zero = jax.tree_util.tree_map(jnp.zeros_like, tr)
     dtype = jax.tree_util.tree_leaves(tr)[0].dtype
-    p, d = packing.p, jax.tree_util.tree_leaves(tr)[0].shape[packing.axes[0]]
+    p, d = packing.p, packing.pack(tr).shape[1]
 
     def one(x):
         def f(w):  # neuron 1 = w (packed rows), every other neuron 0
