@@ -463,6 +463,17 @@ def _run_diverged(label, batch_loss, final, lr_note):
     return f"the {label}'s loss {what} by step {k}: the optimiser diverges ({lr_note})"
 
 
+def _surrogate_diverged(label, batch_loss, final, model_loss, model_final, regime):
+    """Why a surrogate diverged while the model trained: its regime, never the learning rate (None: it did not)."""
+    why = _run_diverged(label, batch_loss, final, "")
+    if why is None:
+        return None
+    L = np.asarray(model_loss, dtype=float)
+    return (why.split(": the optimiser diverges")[0] + f" while the model trained with the same optimiser (loss "
+            f"{L[0]:.4g} -> {float(model_final):.4g}): the {label} diverges because W(0) lies outside "
+            f"{regime} (the error above), not because of the learning rate, which suits the model")
+
+
 def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
     """The dense A(x) stack (when small enough) and the NQF's flow from M(0) (when ``eta`` is known)."""
     params, m, o, p = run_inputs
@@ -547,8 +558,9 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
             raise
     lr_note = (f"learning rate {sm.learning_rate:g}: lower it" if sm.kind else "lower the learning rate")
     rm, rq = c.module, c.nqf
-    diverged = (_run_diverged("NQF", c.batch_loss["nqf"], rq["step_loss"][-1], lr_note)
-                or _run_diverged("model", c.batch_loss["module"], rm["step_loss"][-1], lr_note))
+    diverged = (_run_diverged("model", c.batch_loss["module"], rm["step_loss"][-1], lr_note)
+                or _surrogate_diverged("NQF", c.batch_loss["nqf"], rq["step_loss"][-1], c.batch_loss["module"],
+                                       rm["step_loss"][-1], "the quadratic regime"))
     if diverged:
         warnings.warn(f"nqf.diagnose of {q.name}: {diverged}; no plateau prediction is made", RuntimeWarning,
                       stacklevel=3)
