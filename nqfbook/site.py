@@ -23,6 +23,10 @@ from .layout import FIDELITIES, PROG, Layout, fmt_seconds, read_json, rm, strip_
 from .processes import CHILD_GROUPS, SKIP_IMPORTS_SOURCE, end_children, locked, source_date_epoch
 from .verdicts import verdicts_markdown
 
+#: Where the site serves the figures' data beside the chapters: ``nqfbook.kit``'s ``SITE_DATA_DIR`` (the kit
+#: links it under each figure; the runner does not import the kit's private modules, a test checks the two agree).
+SITE_DATA_DIR = "figure-data"
+
 
 def timings_markdown(root: Path, fidelity: str) -> str:
     """The measured-times snippet included by ``book/reproduce.md``: the last measurement of
@@ -248,6 +252,11 @@ def _stage(root: Path, lay: Layout, chapters: list[Path], executed: dict[str, by
     for nb in chapters:
         content = executed[nb.stem]
         (nb_dir / f"{nb.stem}.ipynb").write_bytes(unpublished_notebook(content) if unpublished else content)
+    # every figure's data, served beside the chapters (the line under each figure links it)
+    for npz in sorted((lay.out_dir / "figures").glob("*/*.npz")):
+        target = nb_dir / SITE_DATA_DIR / npz.parent.name / npz.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(npz, target)
     gen = stage / "book" / "_generated"
     gen.mkdir(exist_ok=True)
     (gen / "timings.md").write_text(timings_markdown(root, lay.fidelity), encoding="utf-8")

@@ -10,6 +10,7 @@ import jax
 
 from nqf._checks import require_kind
 from nqf._checks import require_value
+from . import _provenance
 from ._claims import Claims
 from ._parameters import check_parameter
 from ._parameters import declared_parameters
@@ -75,6 +76,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
     jax.config.update("jax_enable_x64", True)
     unroll_threefry_on_cpu()  # the same draws, compiled in a third of the time
     use_style(formats=("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
+    _provenance.FIDELITY["value"] = fidelity  # named under every figure (savefig)
     claims = Claims(chapter, fidelity, out_dir)
     claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
     return claims

@@ -25,6 +25,7 @@ This module only touches matplotlib, and only when its functions are called.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -181,8 +182,8 @@ def _figure_conventions(fig) -> list[str]:
     return problems
 
 
-def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue: "str | None" = None
-            ) -> dict[str, Path]:
+def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue: "str | None" = None,
+            data: "dict[str, Any] | None" = None) -> dict[str, Path]:
     """Save ``fig`` as ``{out_dir}/figures/{chapter}/{name}.png`` and ``.svg`` (a chapter started at quick
     fidelity by :func:`nqfbook.kit.start_chapter` saves the PNG only).
 
@@ -197,10 +198,16 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
         glue: a name under which the saved PNG is glued for the book's text (``{glue:figure}``;
             :func:`nqfbook.kit.glue`, not displayed), shown at the size of the figure on screen
             (``figure.dpi``): the page shows the figure file itself, drawn once (gluing the figure
-            object draws it a second time: 0.29 s a figure in a kernel, measured).
+            object draws it a second time: 0.29 s a figure in a kernel, measured). The line under the
+            figure (its data, cell, recipes, parameters and commit) is glued as ``{glue}_provenance``, for
+            ``{glue:md}`{glue}_provenance:myst``` in the caption.
+        data: extra arrays for the figure's data file (the seeds of the runs, say), by name.
+
+    Also writes the figure's data, ``{name}.npz`` (every array it plots, read off the figure, and ``data``),
+    and ``{name}.provenance.json`` (:mod:`nqfbook.kit._provenance`).
 
     Returns:
-        ``{"png": Path, "svg": Path}`` (``{"png": Path}`` with the PNG only).
+        ``{"png": Path, "svg": Path, "npz": Path, "provenance": Path}`` (without ``"svg"`` with the PNG only).
 
     Warns (``UserWarning``, "figure convention: ...") for each labelled curve that breaks the book's
     conventions: a "(measured)" curve without markers, a "(theory)" curve with open markers or invisible;
@@ -242,9 +249,21 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
             warnings.warn(problem, UserWarning, stacklevel=2)
     elif record.exists():
         record.unlink()
+    from ._provenance import figure_arrays, figure_provenance, provenance_markdown, write_figure_data
+
+    paths["npz"] = write_figure_data(folder / f"{name}.npz", figure_arrays(fig, data))
+    prov = figure_provenance(name, chapter)
+    paths["provenance"] = folder / f"{name}.provenance.json"
+    paths["provenance"].write_text(json.dumps(prov, indent=1, default=repr) + "\n", encoding="utf-8")
     if glue is not None:
         _glue_png(glue, paths["png"], float(fig.dpi))
+        from IPython.display import Markdown
+
+        from ._glue import glue as _glue
+
+        _glue(f"{glue}_provenance", Markdown(provenance_markdown(prov)), display=False)
     return paths
+
 
 
 def _glue_png(name: str, path: Path, screen_dpi: float) -> None:
