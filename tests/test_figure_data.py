@@ -105,3 +105,19 @@ def test_the_recipes_are_the_chapter_modules_functions_behind_the_drawing_cell()
     cells = [drawing, *_defining_cells(earlier, drawing)]
     assert cells[1:] == [earlier[1]]  # the cell that assigned `runs`, not the one that only used fig9_runs
     assert _recipes_called(cells, namespace) == ["ch77_fake.fig9_runs"]  # private and library calls left out
+
+
+def test_every_glued_figure_shows_its_provenance_line():
+    """Each ``{glue:figure} NAME`` of a chapter ends with ``{glue:md}`NAME_provenance:myst``` (savefig glues it)."""
+    import re
+    from pathlib import Path
+
+    missing = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("ch*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+            for name, body in re.findall(r"```\{glue:figure\}\s*([\w-]+)(.*?)\n```", text, re.S):
+                if f"{{glue:md}}`{name}_provenance:myst`" not in body:
+                    missing.append(f"{path.name}: {name}")
+    assert not missing, missing

@@ -109,7 +109,7 @@ def provenance_markdown(prov: dict[str, Any]) -> str:
     """The line under a figure: its data file (a download link on the site), cell, recipes, parameters, commit."""
     data = f"{SITE_DATA_DIR}/{prov['chapter']}/{prov['figure']}.npz"
     where = f"code cell {prov['code_cell']} of `{prov['notebook']}`" if prov["code_cell"] else f"`{prov['notebook']}`"
-    recipes = ", ".join(f"`{r}`" for r in prov["recipes"]) or "the cell itself"
+    recipes = ", ".join(f"`{r}`" for r in prov["recipes"]) or "the notebook's own cells"
     params = ", ".join(f"`{k} = {v!r}`" for k, v in prov["parameters"].items()) or "the defaults"
     return (f"Data: {{download}}`{prov['figure']}.npz <{data}>` · drawn by {where} (recipes: {recipes}) · "
             f"parameters: {params}" + (f" at {prov['fidelity']} fidelity" if prov["fidelity"] else "") + f" · commit `{prov['commit'] or 'unknown'}`")
