@@ -26,6 +26,7 @@ from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadrati
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
 from ..structure._neurons import deep_stack, flat_axes
 from ._drive import drive_spectrum, driven_count, driven_modes
+from ._regimes import REGIMES, check_regimes, describes, half_way, linearised_run, valid_until
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next
 GROWTH = 10.0  #: a learned mode ends at least this many times above the largest initial eigenvalue of M
@@ -116,6 +117,46 @@ class Diagnosis(NamedTuple):
         W(0) exceeds the threshold (then no prediction is valid)."""
         return not 2.0 * self.run.quadratic_error <= self.run.threshold
 
+    @property
+    def regime_validity(self) -> dict:
+        """Each surrogate's range of validity in steps (``nqf.solutions._regimes``): ``{"nqf": ...,
+        "linearised": ...}`` (the latter only when it was trained); ``nan`` for a surrogate whose loss blew up."""
+        r = self.run
+        nqf_bad = bool(r.diverged) and "model's loss" not in r.diverged
+        out = {"nqf": float("nan") if nqf_bad else validity_end(r)}
+        if r.linearised is not None:
+            lin = r.linearised
+            out["linearised"] = float("nan") if lin.diverged else valid_until(lin.steps, lin.error, r.threshold)
+        return out
+
+    @property
+    def regime_reached(self) -> dict:
+        """The step at which each surrogate's loss first reaches the model's half-way loss (inf: never)."""
+        r = self.run
+        L = np.asarray(r.comparison.module["step_loss"], dtype=float)
+        level = L[-1] + HALF * (L[0] - L[-1])
+        out = {"nqf": half_way(r.nqf_steps, r.nqf_loss, level)}
+        if r.linearised is not None:
+            out["linearised"] = half_way(r.linearised.steps, r.linearised.loss, level)
+        return out
+
+    def _describes(self, k: str) -> bool:
+        h = self.half_way_step
+        tol = self.run.threshold + 2.0 * self.run.record_every / h if np.isfinite(h) and h > 0 else 0.0
+        return describes(self.regime_validity[k], self.regime_reached[k], h, tol)
+
+    @property
+    def half_way_step(self) -> float:
+        """The step at which the model's loss is half-way (log) from its start to its end (nan: it does not fall)."""
+        return half_way(self.run.comparison.steps, self.run.comparison.module["step_loss"])
+
+    @property
+    def regime(self) -> str:
+        """Which surrogate describes the training by the rule: ``"nqf"``, ``"linearised"``, ``"both"`` or
+        ``"neither"`` (``"nqf"`` or ``"neither"`` when the linearised model was not trained)."""
+        ok = [k for k in self.regime_validity if self._describes(k)]
+        return "both" if len(ok) == 2 else (ok[0] if ok else "neither")
+
     def __str__(self) -> str:  # noqa: D105
         r, pl = self.run, self.plateaus
         p, d = r.W0.shape
@@ -142,6 +183,7 @@ class Diagnosis(NamedTuple):
                      + (f"; flow time per step {r.eta:.4g}" if r.eta else ""))
         lines.append(f"  quadratic-regime error at W(0): {r.quadratic_error:.2e} (|f - f(0) - Q| / |Q| of the model "
                      "against its NQF on the probe inputs)")
+        lines += _regime_lines(self)
         if r.diverged:
             lines.append(f"  DIVERGED: {r.diverged}. No plateau prediction from a diverged run.")
             return "\n".join(lines)
@@ -201,6 +243,10 @@ class Diagnosis(NamedTuple):
             fs = r.flow_ts[1:] / r.eta
             keep = fs <= st[-1]
             ax.loglog(fs[keep], r.flow_loss[1:][keep], ":", color="k", label="NQF flow (reference)")
+        if r.linearised is not None and not r.linearised.diverged:
+            ls = np.asarray(r.linearised.steps, dtype=float)
+            ax.loglog(ls[ls > 0], np.asarray(r.linearised.loss)[ls > 0], "-.", color="C2",
+                      label="linearised at W(0), same optimiser (predicted)")
         ax.set_xlabel("optimiser step")
         ax.set_ylabel("training loss")
         ax = axes[1]
@@ -228,6 +274,33 @@ class Diagnosis(NamedTuple):
             a.legend(fontsize=7)
         return fig
 
+
+
+def _regime_lines(rep: Diagnosis) -> list[str]:
+    """The two regimes: each surrogate's range of validity and agreement, the rule, and which describes the
+    training."""
+    r, valid, h = rep.run, rep.regime_validity, rep.half_way_step
+    names = {"nqf": "NQF at W = 0 (quadratic regime)", "linearised": "model linearised at W(0) (kernel regime)"}
+    half = "nowhere (the model's loss does not fall)" if not np.isfinite(h) else f"at step {h:.0f}"
+    lines = [f"  regimes (the model's loss is half-way to its end {half}; a surrogate describes the training when its "
+             f"range of validity, twice its mean error so far <= {r.threshold:g}, reaches past that step and its own "
+             f"loss reaches the same level within {r.threshold:g} of it, plus two recording intervals):"]
+    for k, v in valid.items():
+        w = rep.regime_reached[k]
+        verdict = "describes it" if rep._describes(k) else "does not describe it"
+        what = ("its loss blew up" if np.isnan(v) else "valid over its whole run" if not np.isfinite(v)
+                else f"valid until step {v:.0f}")
+        what += ", half-way loss " + ("never reached" if not np.isfinite(w) else f"at step {w:.0f}")
+        lines.append(f"    {names[k]:<42s} {what}: {verdict}")
+    if r.linearised is not None:
+        lin, L = r.linearised, np.asarray(r.comparison.module["step_loss"], dtype=float)
+        lines.append(f"    loss at the end of the run: model {L[-1]:.4g} (measured), linearised model {lin.loss[-1]:.4g}"
+                     f" (predicted; from {L[0]:.4g})")
+    which = {"nqf": "the NQF (plateau ends below)", "linearised": "the linearised model (its loss curve; no "
+             "plateaus)", "both": "both (the NQF's plateau ends below)", "neither": "neither surrogate: each "
+             "leaves its range of validity, or misses the model's half-way step, first"}[rep.regime]
+    lines.append(f"  which describes this training: {which}")
+    return lines
 
 
 def _table_lines(r: ModelRun, pl: PlateauEnds) -> list[str]:
@@ -405,8 +478,10 @@ class ModelRun(NamedTuple):
     record_every: int  #: recording interval of the runs (steps)
     diverged: str | None  #: why a run diverged (None: neither did)
     drive: np.ndarray | None = None  #: ``(p,)`` eigenvalues of the drive -dL/dM at W = 0, descending (None: not computed)
+    linearised: Any = None  #: the model linearised at W(0), trained the same way (``LinearisedRun``; None: not asked)
 
 
+FLOW_POINTS = 160  #: save times of the flow reference (log-spaced from one step)
 DENSE_LIMIT = 20_000_000  #: A(x) entries (m * o * p^2, 160 MB) up to which the (m, o, p, p) stack is formed
 DIVERGED = 1e3  #: a run whose loss exceeds this many times its initial loss (or is not finite) has diverged
 
@@ -493,7 +568,7 @@ def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
 
 
 def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: int, params: Any = None,
-             loss: Callable = mse, track: Track | None = None, flow_points: int = 160) -> "Diagnosis":
+             loss: Callable = mse, track: Track | None = None, regimes: Any = REGIMES) -> "Diagnosis":
     r"""What the NQF says about your model, in one call: Theorem 1's hypotheses; the **prediction**, the NQF
     $f_x(0) + \mathrm{Tr}[WW^\top A(x)]$ trained by your own optimiser and loss from the model's own $W(0)$ (the
     exact discrete NQF dynamics: SGD, momentum and Adam alike), with its plateau ends read by the rule of this
@@ -517,16 +592,18 @@ def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: in
             when ``min(p, d) > 64``), ``horizon`` (default 2: the prediction runs twice the model's steps) and
             the agreement rule (:class:`nqf.training.Agreement`: its threshold also bounds twice the mean
             quadratic-regime error inside the range of validity); its quantities are the diagnosis's own.
-        flow_points: save times of the flow reference (log-spaced from one step).
+        regimes: the surrogates that judge the training (``nqf.solutions._regimes``): ``"nqf"`` (always: its run is
+            the plateau prediction) and ``"linearised"``, the model linearised at its own $W(0)$ (the kernel
+            regime), trained by the same optimiser and loss; the report says which describes the training.
 
     Returns:
         a :class:`~nqf.solutions._plateaus.Diagnosis` (``print`` it; ``.plot()``).
     """
-    run = _model_run(model, data, optimizer, num_steps, params, loss, track, flow_points)
+    run = _model_run(model, data, optimizer, num_steps, params, loss, track, check_regimes(regimes))
     return Diagnosis(run, read_plateaus(run))
 
 
-def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_points) -> ModelRun:
+def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) -> ModelRun:
     q = model if isinstance(model, QuadraticForm) else quadratic_form(model)
     params = q.model if q.model is not None else params
     check_float64("model", params, q.name, also="for a flax model, create its parameters in float64: "
@@ -573,8 +650,15 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     eta = None if (sm.per_step is None or time_factor is None) else sm.per_step * time_factor
     flow_eta = None if diverged else eta
     As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
-                                            None if eta is None else eta * steps_q[-1], flow_points, time_factor)
+                                            None if eta is None else eta * steps_q[-1], FLOW_POINTS, time_factor)
     drive = None if diverged else _drive(q, params, (xs, ys), loss, As, c)
+    lin = None
+    if "linearised" in regimes:
+        n = track.probe if isinstance(track.probe, (int, np.integer)) else None
+        probe = jax.tree_util.tree_map(lambda v: v[:n], xs) if n else jax.tree_util.tree_map(jnp.asarray, track.probe)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lin = linearised_run(q, params, (xs, ys), optimizer, loss, num_steps, every, probe)
     axes, _ = flat_axes(params, q.spec, q.name)  # one per leaf of params (a None field is no leaf)
     frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
                    for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0], axes)
@@ -582,7 +666,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, flow_poin
     return ModelRun(q.name, c.hypotheses, As, nqf_data, np.asarray(W0), frozen, c.form, sm, loss_text,
                     eta, num_steps, float(div[0]), steps_q, eig_q,
                     np.asarray(rq["step_loss"]), div, c, eig_m, eig_q[:T], fts, floss, feigs,
-                    float(track.agreement.threshold), int(every), diverged, drive)
+                    float(track.agreement.threshold), int(every), diverged, drive, lin)
 
 
 def _drive(q, params, data, loss, As, c):
