@@ -282,6 +282,18 @@ def require_x64(what: str) -> None:
                            "(or set JAX_ENABLE_X64=1) before creating arrays.")
 
 
+def shape_of(name: str, x) -> tuple:
+    """``np.shape(x)``; for a ragged sequence (a list of arrays of different shapes), ``ValueError`` naming
+    ``name`` and the entries' shapes (instead of NumPy's "inhomogeneous shape")."""
+    try:
+        return np.shape(x)
+    except ValueError:
+        shapes = [np.shape(v) if not isinstance(v, (list, tuple)) else f"a {type(v).__name__} of {len(v)}"
+                  for v in x] if isinstance(x, (list, tuple)) else []
+        raise invalid(name, "be an array, or a list of arrays of one shape", f"a {type(x).__name__} of entries "
+                            f"of shapes {', '.join(map(str, shapes[:6]))}{', ...' if len(shapes) > 6 else ''}") from None
+
+
 def as_real_array(name: str, x, dtype=float):
     """``x`` as a ``jnp`` array of real floats; ``TypeError`` naming ``name`` for strings, ``None``,
     objects and complex numbers (instead of NumPy's "could not convert string to float")."""

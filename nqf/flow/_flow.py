@@ -9,6 +9,7 @@ the packed upper triangle $u(M)$ (:func:`pack`), from the samples or from the su
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -19,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._checks import (check_finite, check_int, check_ndim, check_positive, check_psd, require_x64, invalid,
+from .._checks import (is_concrete, check_finite, check_int, check_ndim, check_positive, check_psd, require_x64, invalid,
     wrong_kind, failed)
 from .._types import ArrayLike
 from ..model._data import NQFData
@@ -348,7 +349,7 @@ def _check_data(data, what: str = "gradient_flow") -> tuple[int, int]:
                          f"batch of them (the signature is {what}(M0, data, ts, ...))", type(data).__name__)
     if not data.zgz:
         raise invalid("data", f"be ZGZ data (no `gs`, no `Bs`): {what} is the flow on M alone (Eqs. 27-28); use the "
-                      "discrete update nqf.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
+                      "discrete update nqf.updates.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
     return data.m, data.p
 
 
@@ -383,6 +384,13 @@ def _check_M0(M0, p: int):
         check_psd("M0", M0)
     else:
         raise invalid("M0", 'have shape (p, p) or (n, p, p) (a batch of initial conditions)', f'shape {shape}')
+    if is_concrete(M0):
+        zero = np.all(np.asarray(M0) == 0, axis=(-2, -1))
+        if np.any(zero):
+            which = "" if zero.ndim == 0 else f" (initial conditions {np.flatnonzero(zero)[:5].tolist()} of {zero.size})"
+            warnings.warn(f"`M0` is exactly 0{which}: a fixed point of the flow (Eq. 28: Mdot = -HM - MH = 0), so "
+                          "M(t) = 0 for every t. For the small-initialisation dynamics start from a small M0, "
+                          "e.g. 1e-3 * I or W0 @ W0.T for a small W0.", RuntimeWarning, stacklevel=3)
     return M0
 
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import (is_concrete, check_finite, check_shape, check_square_stack, check_symmetric,
+from .._checks import (is_concrete, shape_of, check_finite, check_shape, check_square_stack, check_symmetric,
     check_index_traced, as_real_array, invalid, wrong_kind)
 
 _SYMMETRY_RTOL = 1e-10  # check_symmetric's default: max |A - A^T| <= 1e-10 max |A|
@@ -119,7 +119,7 @@ class NQFData(eqx.Module):
 
     def __init__(self, As, ys, *, gs=None, Bs=None, f0=0.0):
         self.num_outputs = 1
-        if np.ndim(As) == 4:
+        if len(shape_of("As", As)) == 4:
             As, ys, f0 = self._flatten_outputs(As, ys, gs, Bs, f0)
         As, ext_As = _real_array("As", As, square=True)
         m, p = check_square_stack("As", As)
@@ -167,7 +167,7 @@ class NQFData(eqx.Module):
                 jnp.reshape(f0, (m * o,)) * r)
 
     def per_output(self, values: Float[Array, " rows"]) -> Float[Array, "samples o"]:
-        """Row values (one per stored row, e.g. ``nqf.outputs(M, data)``) as ``(samples, o)`` in the units of
+        """Row values (one per stored row, e.g. ``nqf.model.outputs(M, data)``) as ``(samples, o)`` in the units of
         the targets (the $\\sqrt o$ of the storage undone); the identity reshape for scalar outputs."""
         o = self.num_outputs
         v = jnp.asarray(values)

@@ -120,7 +120,7 @@ def mse_loss(M: Matrix, data: NQFData, *, mu: Float[ArrayLike, " p"] | None = No
 def _require_zgz(data: NQFData, what: str) -> None:
     if not data.zgz:
         raise invalid("data", f"be ZGZ data (no `gs`, no `Bs`): `{what}` is the flow on M alone (Eqs. 27-28); use the "
-                      "discrete update nqf.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
+                      "discrete update nqf.updates.nqf_sgd on (M, mu) for the general form", "data with `gs` or `Bs`")
 
 
 def h_matrix(M: Matrix, data: NQFData) -> Matrix:

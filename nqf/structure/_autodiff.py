@@ -122,7 +122,9 @@ def _check_call(apply, x, p: int, d: int, dtype):
                                 f"(parameters per neuron) and the shape of `x`)",
                       f"module(W, x) failed with: {err}") from err
     if not hasattr(out, "shape") or len(out.shape) > 1:
-        raise invalid("module", "return a scalar or an (o,) vector", out)
+        got = (f"an output of shape {tuple(out.shape)}" if hasattr(out, "shape") else
+               f"a {type(out).__name__} of outputs" if isinstance(out, (tuple, list, dict)) else type(out).__name__)
+        raise invalid("module", "return a scalar or an (o,) vector", got)
     check_real_output("module", out)  # not jacrev's "requires real-valued outputs"
     return None if len(out.shape) == 0 else out.shape[0]
 

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from .._checks import check_key, invalid, theorem1_tolerance
@@ -110,7 +111,13 @@ def check_hypotheses(apply: Callable, W, x, *, neuron_axes: Any = 1, key=None) -
         key = jax.random.PRNGKey(0)  # the probe directions are fixed unless a key is given (documented)
     else:
         check_key("key", key)
-    out = eqx.filter_eval_shape(module_out, apply, tr, frozen, x)
+    try:
+        out = eqx.filter_eval_shape(module_out, apply, tr, frozen, x)
+    except (TypeError, ValueError, IndexError) as err:  # e.g. dot_general's shapes: W of another p, x of another width
+        shapes = jax.tree_util.tree_map(np.shape, (W, x))
+        raise invalid("W", f"be parameters `apply` accepts with the input x (check the parameters per neuron p "
+                           f"and the width of x)", f"W and x of shapes {shapes[0]} and {shapes[1]}, on which "
+                           f"apply(W, x) fails: {type(err).__name__}: {str(err).splitlines()[0].rstrip('.')}") from err
     draws = _draws(key, tr, out)
     perm_res, zgz, rs, g0, hv, h, finite = _probe(apply, tr, frozen, x, draws, ax_leaves, d)
     rounding = theorem1_tolerance(jnp.asarray(h).dtype).rounding  # THE tolerance set (nqf._checks)

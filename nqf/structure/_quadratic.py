@@ -164,6 +164,11 @@ def quadratic_form(model: Any, *, neuron_axes: Any = None, form: str | Callable 
     if not callable(model):
         raise wrong_kind("model", "be an equinox Module, an nqf Architecture or a function apply(params, x)",
                          type(model).__name__)
+    if _is_flax_module(model):  # a linen Module is callable, but only bound: its apply takes the variables
+        raise wrong_kind("model", f"be the flax Module's apply function with its variables as the parameters: "
+                                  f"nqf.quadratic_form(model.apply, neuron_axes=...) and params=variables (for nnx: "
+                                  f"apply = lambda state, x: nnx.merge(graphdef, state)(x))",
+                         f"the flax Module {type(model).__name__} itself")
     if neuron_axes is None:
         raise invalid("neuron_axes", "be given with a function apply(params, x): the neuron axis of each leaf of its "
                                      "parameters, as jax.vmap's in_axes (None for shared leaves)", "None")
@@ -288,3 +293,8 @@ def _checked_parts(arch, quadratic, sets, W_one, key, name):
                               f"{err:.3e} on the first inputs against outputs of size {scale:.3e}")
             worst = max(worst, err / max(scale, 1e-300))
     return parts, worst
+
+
+def _is_flax_module(model) -> bool:
+    """A flax linen or nnx Module (not its apply function), told by its class's home (flax need not be installed)."""
+    return any(c.__module__.split(".")[0] == "flax" and c.__name__ == "Module" for c in type(model).__mro__)

@@ -229,7 +229,8 @@ def _model(model, params):
     q = model if isinstance(model, QuadraticForm) else quadratic_form(model, form="matrix-free")
     if q.model is not None:
         if params is not None:
-            raise invalid("params", "be None for an equinox model (its parameters are the model's)", "an array")
+            raise invalid("params", "be None for an equinox model (its parameters are the model's own leaves)",
+                          f"a {type(params).__name__}")
         return q, q.model, False
     if params is None:
         raise invalid("params", f"be given: the parameters of {q.name}", "None")
@@ -254,6 +255,24 @@ def _probe_parts(track, parts, xs):
     if py is not None and _leading("probe", px) != py.shape[0]:
         raise invalid("probe_targets", f"have one row per probe input ({_leading('probe', px)})", f"shape {py.shape}")
     return (px, *parts[-1]), py
+
+
+def _check_probe(probe, x_first):
+    """The probe inputs: finite, one leading sample axis, each sample of the training inputs' shape."""
+    try:
+        px = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=float), probe)
+    except (TypeError, ValueError) as err:
+        raise wrong_kind("probe", "hold arrays of real inputs", f"{type(probe).__name__} ({err})") from err
+    want = jax.tree_util.tree_map(np.shape, x_first)
+    got = jax.tree_util.tree_map(lambda a: a.shape[1:] if a.ndim else None, px)
+    if jax.tree_util.tree_structure(got) != jax.tree_util.tree_structure(want) or got != want:
+        each = f"(n, {', '.join(map(str, want))})" if isinstance(want, tuple) else f"n samples of shapes {want}"
+        raise invalid("probe", f"hold inputs of the training data's shape: {each} (n probe samples)",
+                      f"probe inputs of shape {jax.tree_util.tree_map(np.shape, px)}")
+    bad = sum(int(a.size - np.count_nonzero(np.isfinite(a))) for a in jax.tree_util.tree_leaves(px))
+    if bad:
+        raise invalid("probe", "hold finite inputs", f"probe inputs with {bad} NaN or infinite entries")
+    return probe
 
 
 def _check_shapes(q, tr, frozen, x_first, ys, py):
@@ -331,7 +350,7 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
     _check_shapes(q, tr, frozen, x_first, ys, None if track.probe_targets is None else jnp.asarray(track.probe_targets))
     sets = [] if sample is not None else [xs]
     if track.probe is not None and not isinstance(track.probe, (int, np.integer)):
-        sets.append(track.probe)
+        sets.append(_check_probe(track.probe, x_first))
     if sample is not None and q.form not in ("matrix-free", "auto"):
         raise invalid("form", "be 'matrix-free' with a sampling function `data`: a fast form's parts are computed "
                               "once per sample", repr(q.form))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -436,6 +437,15 @@ def _source(data, num_steps: int, lanes: tuple):
     return IndexBatch(), data.data, batches, None, axes + (("data", "batches") if "data" in lanes else ())
 
 
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits (3 or more) that tell them apart."""
+    for digits in range(3, 17):
+        sa, sb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if sa != sb:
+            return sa, sb
+    return sa, sb
+
+
 def _report(values, slopes, opt, on_divergence):
     """``(diverged, first_nonfinite, climbed)`` per run, warned about (or raised) by ``on_divergence``."""
     bad = ~np.isfinite(values)
@@ -453,11 +463,14 @@ def _report(values, slopes, opt, on_divergence):
             v = values[run]
             k = max(1, v.size // 10)
             uphill = bool(np.asarray(slopes)[run] > 0)
-            body = (f"the loss rose from {float(np.median(v[:k])):.3g} to {float(np.median(v[-k:])):.3g} "
-                    f"(median of the first and the last tenth of the steps; {int(climbed.sum())} of {climbed.size} "
-                    f"runs) {where}"
-                    + ("; the first update points up the gradient (a negative learning rate?)" if uphill else
-                       "; lower the learning rate (a momentum, b1 or b2 must be < 1)") + ".")
+            runs_ = f"{int(climbed.sum())} of {climbed.size} runs"
+            if uphill:  # the first update's direction, whatever the medians did afterwards
+                body = (f"the first update points up the gradient (the loss's slope along it is "
+                        f"{float(np.asarray(slopes)[run]):+.3g}; {runs_}) {where}: a negative learning rate?")
+            else:
+                a, b = _distinct(float(np.median(v[:k])), float(np.median(v[-k:])))
+                body = (f"the loss rose from {a} to {b} (median of the first and the last tenth of the steps; "
+                        f"{runs_}) {where}; lower the learning rate (a momentum, b1 or b2 must be < 1).")
         if on_divergence == "raise":
             raise failed("training", f"it diverged: {body}")
         warnings.warn(f"training diverged: {body}", RuntimeWarning, stacklevel=3)
@@ -509,8 +522,17 @@ def train(loss: Callable, params0: Any, optimizer: Any, *, num_steps: int, data:
     if num_steps * n_lanes > MAX_STEPS:
         raise invalid("num_steps", f"be at most {MAX_STEPS // n_lanes} for {n_lanes} vmapped runs (the runs keep one "
                                    f"loss per step: {MAX_STEPS} in all, 1 GiB)", repr(num_steps))
-    params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
-                                        every, vmap)
+    try:
+        params, recs, values, slopes = _run(loss, record, select, opt, params0, data, batches, key, args, num_steps,
+                                            every, vmap)
+    except TypeError as err:  # a record that returns a string, None, an object: JAX's scan message points at us
+        found = re.search(r"returned a value of type (.*?) at output component \[1\](\S*),", str(err))
+        if record is None or found is None:
+            raise
+        where = found.group(2).removeprefix("[0]")  # [1][0]: the records of the scan's step, then the user's tree
+        where = f" at {where}" if where else ""
+        raise wrong_kind("record", "return numbers or arrays (any pytree of them), one record per recorded step",
+                         f"a {found.group(1).strip('<>').replace('class ', '')} value{where}") from None
     values, slopes = np.asarray(values), np.asarray(slopes)
     diverged, first, climbed = _report(values, slopes, opt, runs.on_divergence)
     recs = None if record is None else jax.tree_util.tree_map(np.asarray, recs)

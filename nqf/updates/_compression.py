@@ -66,7 +66,7 @@ class Compressed(NamedTuple):
         initial_error: $\|\frac{d'}{d}\tilde M(0) - M(0)\|_F + \|\tilde\mu(0) - \mu(0)\|_2$
             for Cor. 3 (0 if exact; the exact case matches only the projection on $\mathcal V$).
 
-    Train it with ``nqf.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)``.
+    Train it with ``nqf.updates.nqf_sgd((c.M, c.mu), c.data, batches, eta=c.eta, d=c.d)``.
     """
 
     W: Array
