@@ -232,3 +232,13 @@ def test_runs_needed_for_a_margin_smaller_than_the_stated_one():
     assert v.kind == "too few runs" and o.need_basis == "measured"
     assert o.runs_needed == math.floor((2 * np.std([-2, -1, 0, 1, 2], ddof=1) / 1.0) ** 2) + 1
     assert "the measured margin (smaller than the stated" in o.describe("above")
+
+
+def test_the_verdict_says_which_margin_its_runs_would_resolve():
+    # one option resolves the stated margin but not its own, smaller, measured margin (below the resolution: never)
+    r = rule(margin=5.0, margin_reason="x")
+    v = judge(None, r, {"a": [40.0, 41.0, 39.0, 40.0, 40.0], "b": [30.5, 30.4, 30.6, 30.5, 30.5]}, 30.0, seeds=SEEDS,
+              resolution=1.0, option="the metric")
+    assert v.kind == "too few runs" and v.need_basis == "measured" and v.runs_needed == math.inf
+    assert "the measured margin, smaller than the stated one" in v.kind_text()
+    assert v.to_json()["need_basis"] == "measured"

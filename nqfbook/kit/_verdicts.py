@@ -249,6 +249,7 @@ class Verdict:
     depends_on: str = ""         # the open choice the outcome depends on ("" unless kind is "depends on X")
     inconclusive_kind: str = ""  # "depends on X" or "too few runs" for an inconclusive verdict, else ""
     runs_needed: float = math.nan  # too few runs: the runs per option that would resolve the stated margin
+    need_basis: str = ""         # "stated" or "measured": the margin runs_needed resolves (see OptionVerdict)
 
     @property
     def name(self) -> str:
@@ -270,8 +271,10 @@ class Verdict:
             return f"depends on {self.depends_on}"
         if self.kind == "too few runs":
             n = self.runs_needed
-            need = ("" if n != n else " (no number of runs resolves the stated margin)" if math.isinf(n)
-                    else f" ({int(n)} per option would resolve the stated margin)")
+            what = ("the measured margin, smaller than the stated one" if self.need_basis == "measured"
+                    else "the stated margin")
+            need = ("" if n != n else f" (no number of runs resolves {what}: the resolution exceeds it)"
+                    if math.isinf(n) else f" ({int(n)} per option would resolve {what})")
             return f"too few runs{need}"
         return self.outcome
 
@@ -283,7 +286,7 @@ class Verdict:
     def to_json(self) -> dict:
         return {
             "name": self.name, "outcome": self.outcome, "kind": self.kind, "depends_on": self.depends_on,
-            "runs_needed": _json_number(self.runs_needed),
+            "runs_needed": _json_number(self.runs_needed), "need_basis": self.need_basis,
             "seeds": list(self.seeds), "resolution": _json_number(self.resolution),
             "options": [o.to_json() for o in self.options], "rule": self.rule.to_json(),
         }
@@ -447,18 +450,20 @@ def _judge_option(rule: Rule, lab: str, value: Any, thr: Any, div: Any, given: A
     return OptionVerdict(lab, outcome, n, gone, mean, s, t, margin, unc, reason, need, reading, basis)
 
 
-def _combine(results: Sequence[OptionVerdict], option: str) -> tuple[str, str, str, float]:
-    """(outcome, kind of inconclusive, depends_on, runs needed) over the options judged (an option whose every
-    run diverged is not judged: it is named in its own line and left out)."""
+def _combine(results: Sequence[OptionVerdict], option: str) -> tuple[str, str, str, float, str]:
+    """(outcome, kind of inconclusive, depends_on, runs needed, their basis) over the options judged (an option
+    whose every run diverged is not judged: it is named in its own line and left out)."""
     judged = [o for o in results if o.n > 0]
     outs = {o.outcome for o in judged}
     if outs in ({"holds"}, {"against"}):
-        return outs.pop(), "", "", math.nan
+        return outs.pop(), "", "", math.nan, ""
     if {"holds", "against"} <= outs:
-        return "inconclusive", "depends on X", (option or "the option"), math.nan
-    needs = [o.runs_needed for o in judged if o.outcome == "inconclusive"]
-    need = max(needs) if needs and all(x == x for x in needs) else math.nan
-    return "inconclusive", "too few runs", "", need
+        return "inconclusive", "depends on X", (option or "the option"), math.nan, ""
+    open_ = [o for o in judged if o.outcome == "inconclusive"]
+    if not open_ or any(o.runs_needed != o.runs_needed for o in open_):
+        return "inconclusive", "too few runs", "", math.nan, ""
+    worst = max(open_, key=lambda o: o.runs_needed)
+    return "inconclusive", "too few runs", "", worst.runs_needed, worst.need_basis
 
 
 def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequence[int] = (),
@@ -506,8 +511,8 @@ def judge(claims: Any, rule: Rule, values: Any, threshold: Any, *, seeds: Sequen
     ses = _per_option("se", se, labels)
 
     results = [_judge_option(rule, lab, vals[lab], thrs[lab], divs[lab], ses[lab], seeds, res) for lab in labels]
-    outcome, kind, depends, need = _combine(results, option)
-    verdict = Verdict(rule, outcome, tuple(results), seeds, res, depends, kind, need)
+    outcome, kind, depends, need, basis = _combine(results, option)
+    verdict = Verdict(rule, outcome, tuple(results), seeds, res, depends, kind, need, basis)
     if claims is not None:
         claims.add_verdict(verdict)
     return verdict
