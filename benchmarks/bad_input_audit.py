@@ -445,6 +445,10 @@ def _runner(chapter: str, *params: str) -> list[str]:
 
 _R = "runner"
 case("run-width", _R, "`-p width=-3` starts executing", "ch10 -p width=-3", "width", runner=_runner("ch10", "width=-3"))
+case("run-threshold-1.5", _R5 + "silent", "ch10 `-p threshold=1.5` (declared a positive float, diagnose needs a "
+     "fraction) starts executing", "ch10 -p threshold=1.5", "threshold", runner=_runner("ch10", "threshold=1.5"))
+case("run-seed-neg", _R5 + "silent", "", "ch10 -p seed=-1", "seed", runner=_runner("ch10", "seed=-1"),
+     neighbour=True)
 case("run-eta-0", _R, "", "ch10 -p eta=0", "eta", runner=_runner("ch10", "eta=0"), neighbour=True)
 case("run-rays", _R, "`-p rays=-1` starts executing", "ch01 -p rays=-1", "rays", runner=_runner("ch01", "rays=-1"))
 case("run-n_tau", _R, "", "ch05 -p n_tau=1.5", "n_tau", runner=_runner("ch05", "n_tau=1.5"), neighbour=True)
@@ -467,6 +471,255 @@ case("run-model-attr", _R, "", "ch10 -p model=ch10_models:no_factory", "model",
      runner=_runner("ch10", "model=ch10_models:no_factory"), shows=("no_factory", "PYTHONPATH"), neighbour=True)
 case("run-unknown", _R, "", "ch10 -p widht=8 (a misspelt name)", "widht", runner=_runner("ch10", "widht=8"),
      shows=("no parameter", "width"), neighbour=True)
+
+
+# ------------------------------------------------------------------ round 5 (issue 50) and nqf 1.0's surfaces
+def _eqx_mlp():
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    mlp = eqx.nn.MLP(4, 2, 6, 1, activation=jnp.tanh, use_bias=False, use_final_bias=False, key=jax.random.PRNGKey(0))
+    mlp = jax.tree_util.tree_map(lambda w: 0.01 * w if eqx.is_array(w) else w, mlp)
+    axes = eqx.tree_at(lambda m: (m.layers[0].weight, m.layers[1].weight), mlp, replace=(0, 1))
+    return mlp, axes
+
+
+def _q():
+    import nqf
+
+    mlp, axes = _eqx_mlp()
+    return nqf.quadratic_form(mlp, neuron_axes=axes)
+
+
+def _xy(m=40, width=4):
+    import jax
+
+    xs = jax.random.normal(jax.random.PRNGKey(1), (m, width))
+    return xs, xs[:, :2]
+
+
+def _compare(data=None, q=None, **kw):
+    import optax
+
+    import nqf
+
+    kw.setdefault("num_steps", 5)
+    return nqf.compare_with_nqf(_q() if q is None else q, _xy() if data is None else data,
+                                kw.pop("optimizer", optax.sgd(0.1)), **kw)
+
+
+def _track(**kw):
+    import nqf
+
+    return nqf.training.Track(**kw)
+
+
+def _linen():
+    import flax.linen as nn
+    import jax.numpy as jnp
+
+    class Lin(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(2, use_bias=False, param_dtype=jnp.float64)(
+                jnp.tanh(nn.Dense(6, use_bias=False, param_dtype=jnp.float64)(x)))
+
+    return Lin()
+
+
+_LINEN_AXES = {"params": {"Dense_0": {"kernel": 1}, "Dense_1": {"kernel": 0}}}
+
+
+def _dln_data():
+    import jax.numpy as jnp
+
+    import nqf
+
+    return nqf.NQFData(nqf.structure_matrix(nqf.architectures.diagonal_linear_network(3), jnp.eye(3), batch=True),
+                       jnp.array([1.0, 0.1, 0.01]))
+
+
+def _record(fn):
+    import jax.numpy as jnp
+    import optax
+
+    import nqf
+
+    return nqf.train(_sq, jnp.ones(3), optax.sgd(0.1), num_steps=3, record=fn)
+
+
+def _nan_at(a, i, j):
+    return a.at[i, j].set(float("nan"))
+
+
+_R5 = "round 5: "
+# silent (issue 50)
+case("r5-compare-nan-probe", _R5 + "silent", "compare_with_nqf: NaN in the probe inputs returns non-finite results",
+     "compare_with_nqf(track=Track(probe=xs with a NaN))", "probe",
+     lambda: _compare(track=_track(quantities=("loss", "outputs"), probe=_nan_at(_xy()[0][:10], 2, 1))))
+case("r5-compare-nan-targets", _R5 + "silent", "compare_with_nqf: NaN in the targets returns non-finite results",
+     "compare_with_nqf((xs, ys with a NaN))", "data",
+     lambda: _compare(data=(_xy()[0], _nan_at(_xy()[1], 3, 0))))
+case("r5-compare-inf-probe", _R5 + "silent", "", "compare_with_nqf(track=Track(probe=xs with an inf))", "probe",
+     lambda: _compare(track=_track(quantities=("loss", "outputs"), probe=_xy()[0][:10].at[0, 0].set(float("inf")))),
+     neighbour=True)
+case("r5-flow-M0-zero", _R5 + "silent", "gradient_flow from M0 = 0 returns M(t) = 0 without a word",
+     "gradient_flow(zeros((3, 3)), ...)", "", lambda: _flow_zero(), warn=("`M0` is exactly 0", "fixed point"))
+case("r5-flow-M0-zero-lane", _R5 + "silent", "", "gradient_flow(stack([1e-3 I, zeros])) (one lane at 0)", "",
+     lambda: _flow_zero(batch=True), warn=("`M0` is exactly 0", "initial conditions [1]"), neighbour=True)
+case("r5-diag-1-step", _R5 + "silent", "diagnose(num_steps=1) returns a report that cannot hold a plateau end",
+     "diagnose(num_steps=1)", "num_steps", lambda: _diag(steps=1))
+case("r5-diag-2-steps", _R5 + "silent", "", "diagnose(num_steps=2)", "num_steps", lambda: _diag(steps=2),
+     neighbour=True)
+# obscure (issue 50)
+case("r5-compare-probe-width", _R5 + "obscure", "a probe of the wrong width is reported as `x`",
+     "compare_with_nqf(track=Track(probe=ones((10, 5)))) for 4-wide inputs", "probe",
+     lambda: _compare(track=_track(quantities=("loss", "outputs"), probe=__import__("jax.numpy").numpy.ones((10, 5)))))
+case("r5-compare-probe-rank", _R5 + "obscure", "", "compare_with_nqf(track=Track(probe=ones(4))) (one sample, no "
+     "sample axis)", "probe",
+     lambda: _compare(track=_track(quantities=("loss", "outputs"), probe=__import__("jax.numpy").numpy.ones(4))),
+     neighbour=True)
+case("r5-matrix-output", _R5 + "obscure", "a model returning a matrix: JAX's ShapeDtypeStruct(...) repr",
+     "structure_matrix(lambda W, x: outer(W[0], W[1]), x, p=2)", "module",
+     lambda: __import__("nqf").structure_matrix(lambda W, x: __import__("jax.numpy").numpy.outer(W[0], W[1]),
+                                                 __import__("jax.numpy").numpy.ones(3), p=2), shows=("must", "got an output of shape (3, 3)"))
+case("r5-linen-module", _R5 + "obscure", "a flax linen Module given instead of its .apply: 'inputs refused'",
+     "quadratic_form(linen_module, neuron_axes=...)", "model",
+     lambda: __import__("nqf").quadratic_form(_linen(), neuron_axes=_LINEN_AXES), shows=("must", "model.apply", "got"))
+case("r5-eqx-params", _R5 + "obscure", "", "compare_with_nqf(q, ..., params=the equinox model)", "params",
+     lambda: _compare(params=_eqx_mlp()[0]), shows=("must", "got a MLP"), neighbour=True)
+case("r5-record-str", _R5 + "obscure", "a record= returning a string: JAX's scan message",
+     "train(record=Record(lambda W: 'hello'))", "record",
+     lambda: _record(__import__("nqf").training.Record(lambda W: "hello")))
+case("r5-record-dict-str", _R5 + "obscure", "", "train(record=lambda W, a: {'x': 's'})", "record",
+     lambda: _record(lambda W, a: {"x": "s"}), shows=("must", "got", "['x']"), neighbour=True)
+case("r5-nqfdata-ragged", _R5 + "obscure", "NQFData from matrices of different shapes: NumPy's inhomogeneous shape",
+     "NQFData([eye(3), eye(4)], ys)", "As",
+     lambda: __import__("nqf").NQFData([_np().eye(3), _np().eye(4)], _np().ones(2)))
+case("r5-nqfdata-ragged-tuple", _R5 + "obscure", "", "NQFData((eye(2), ones((2, 3))), ys)", "As",
+     lambda: __import__("nqf").NQFData((_np().eye(2), _np().ones((2, 3))), _np().ones(2)), neighbour=True)
+case("r5-hypotheses-p", _R5 + "obscure", "check_hypotheses with W of another p: dot_general's message",
+     "check_hypotheses(lambda W, x: tanh(x @ W[:-1]) @ W[-1], ones((3, 5)), ones(4))", "W",
+     lambda: __import__("nqf").check_hypotheses(lambda W, x: __import__("jax.numpy").numpy.tanh(x @ W[:-1]) @ W[-1],
+                                                 __import__("jax.numpy").numpy.ones((3, 5)),
+                                                 __import__("jax.numpy").numpy.ones(4)))
+# the 1.0 surfaces: the NQF of a model, the option objects, the kit
+case("q-not-callable", _R5 + "1.0: quadratic_form", "", "quadratic_form(3)", "model",
+     lambda: __import__("nqf").quadratic_form(3), neighbour=True)
+case("q-apply-no-axes", _R5 + "1.0: quadratic_form", "", "quadratic_form(lambda P, x: ...) without neuron_axes",
+     "neuron_axes", lambda: __import__("nqf").quadratic_form(lambda P, x: x), neighbour=True)
+case("q-bad-form", _R5 + "1.0: quadratic_form", "", "quadratic_form(mlp, neuron_axes=..., form='fast')", "form",
+     lambda: __import__("nqf").quadratic_form(_eqx_mlp()[0], neuron_axes=_eqx_mlp()[1], form="fast"), neighbour=True)
+case("q-eqx-no-axes", _R5 + "1.0: quadratic_form", "", "quadratic_form(eqx MLP) without neuron_axes",
+     "neuron_axes", lambda: __import__("nqf").quadratic_form(_eqx_mlp()[0]), neighbour=True)
+case("q-axes-out-of-range", _R5 + "1.0: quadratic_form", "", "quadratic_form(mlp, neuron_axes with axis 2 on a "
+     "matrix)", "neuron_axes",
+     lambda: __import__("nqf").quadratic_form(_eqx_mlp()[0], neuron_axes=__import__("equinox").tree_at(
+         lambda m: (m.layers[0].weight, m.layers[1].weight), _eqx_mlp()[0], replace=(2, 1))), neighbour=True)
+case("ode-rtol-neg", _R5 + "1.0: options", "", "gradient_flow(options=ODEOptions(rtol=-1e-8))", "rtol",
+     lambda: _flow(options=_ode(rtol=-1e-8)), neighbour=True)
+case("ode-solver-name", _R5 + "1.0: options", "", "gradient_flow(options=ODEOptions(solver='rk4'))", "solver",
+     lambda: _flow(options=_ode(solver="rk4")), neighbour=True)
+case("ode-max-steps-0", _R5 + "1.0: options", "", "gradient_flow(options=ODEOptions(max_steps=0))", "max_steps",
+     lambda: _flow(options=_ode(max_steps=0)), neighbour=True)
+case("track-unknown", _R5 + "1.0: options", "", "Track(quantities=('loss', 'weights'))", "track",
+     lambda: _track(quantities=("loss", "weights")), neighbour=True)
+case("track-every-0", _R5 + "1.0: options", "", "Track(record_every=0) in compare_with_nqf", "record_every",
+     lambda: _compare(track=_track(record_every=0)), neighbour=True)
+case("agreement-1.5", _R5 + "1.0: options", "", "Agreement(1.5)", "threshold",
+     lambda: __import__("nqf").training.Agreement(1.5), neighbour=True)
+case("agreement-on", _R5 + "1.0: options", "", "Agreement(0.1, on='weights') in compare_with_nqf", "on",
+     lambda: _compare(track=_track(agreement=__import__("nqf").training.Agreement(0.1, on="weights"))),
+     neighbour=True)
+case("runs-on-divergence", _R5 + "1.0: options", "", "Runs(on_divergence='stop')", "on_divergence",
+     lambda: _train(runs=__import__("nqf").training.Runs(on_divergence="stop")), neighbour=True)
+case("runs-vmap-unknown", _R5 + "1.0: options", "", "Runs(vmap=('weights',))", "vmap",
+     lambda: __import__("nqf").training.Runs(vmap=("weights",)), neighbour=True)
+case("mse-outputs", _R5 + "1.0: options", "", "MSE(outputs='median')", "outputs",
+     lambda: __import__("nqf").model.MSE(outputs="median"), neighbour=True)
+case("minibatch-range", _R5 + "1.0: options", "", "train(data=Minibatches(data with 5 rows, indices up to 9))",
+     "batches", lambda: _minibatches(), neighbour=True)
+case("compare-batches-shape", _R5 + "1.0: compare_with_nqf", "", "compare_with_nqf((xs, ys, batches (3, 2)), "
+     "num_steps=5)", "batches",
+     lambda: _compare(data=(*_xy(), _np().zeros((3, 2), dtype=int))), neighbour=True)
+case("compare-no-key-sampler", _R5 + "1.0: compare_with_nqf", "", "compare_with_nqf(data=sample, key=None)", "key",
+     lambda: _compare(data=lambda key: _xy(8)), neighbour=True)
+case("compare-ys-rows", _R5 + "1.0: compare_with_nqf", "", "compare_with_nqf((xs (40, 4), ys (30, 2)))", "data",
+     lambda: _compare(data=(_xy()[0], _xy(30)[1])), neighbour=True)
+case("compare-float32", _R5 + "1.0: compare_with_nqf", "", "compare_with_nqf(float32 model)", "params",
+     lambda: _compare(q=_q32()), shows=("float32", "float64"), neighbour=True)
+case("diag-linen-module", _R5 + "1.0: diagnose", "", "diagnose(quadratic_form(linen_module, ...), params=variables)",
+     "model", lambda: __import__("nqf").diagnose(__import__("nqf").quadratic_form(_linen(), neuron_axes=_LINEN_AXES),
+                                                 _xy(), __import__("optax").sgd(0.1), num_steps=10),
+     shows=("must", "model.apply", "got"), neighbour=True)
+case("kit-claim-kind", _R5 + "1.0: kit", "", "Claims.close(..., kind='theorem')", "kind",
+     lambda: _claims().close("x", 1.0, 1.0, atol=0.1, kind="theorem"), neighbour=True)
+case("kit-savefig-data-clash", _R5 + "1.0: kit", "", "savefig(fig, ..., data={'panel0/line0/x': ...})", "data",
+     lambda: _savefig_clash(), shows=("clashes",), neighbour=True)
+case("kit-glue-name", _R5 + "1.0: kit", "", "glue('', 1.0)", "name", lambda: __import__("nqfbook.kit").kit.glue("", 1.0),
+     neighbour=True)
+case("kit-rule-seeds", _R5 + "1.0: kit", "", "Rule(..., confirm_seeds=(6100,), explore_seeds=(6100,))",
+     "confirm_seeds", lambda: _bad_rule(), neighbour=True)
+
+
+def _flow_zero(batch=False):
+    import jax.numpy as jnp
+
+    import nqf
+
+    M0 = jnp.stack([1e-3 * jnp.eye(3), jnp.zeros((3, 3))]) if batch else jnp.zeros((3, 3))
+    return nqf.gradient_flow(M0, _dln_data(), nqf.flow.log_times(10.0, 5))
+
+
+def _minibatches():
+    import jax.numpy as jnp
+    import optax
+
+    import nqf
+
+    return nqf.train(_sq, jnp.ones(3), optax.sgd(0.1), num_steps=2,
+                     data=nqf.training.Minibatches(jnp.ones((5, 3)), _np().array([[0, 9], [1, 2]])))
+
+
+def _q32():
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    import nqf
+
+    mlp, axes = _eqx_mlp()
+    mlp = jax.tree_util.tree_map(lambda w: w.astype(jnp.float32) if eqx.is_array(w) else w, mlp)
+    return nqf.quadratic_form(mlp, neuron_axes=axes)
+
+
+def _claims():
+    return _start(tempfile.mkdtemp(prefix="nqf-audit-"))
+
+
+def _savefig_clash():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nqfbook.kit import savefig
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    try:
+        return savefig(fig, "x", chapter="ch99", out_dir=tempfile.mkdtemp(prefix="nqf-audit-"),
+                       data={"panel0/line0/x": [1.0]})
+    finally:
+        plt.close(fig)
+
+
+def _bad_rule():
+    from nqfbook.kit import Rule
+
+    return Rule("r", "one run's statistic", "below", "the paper's bound", fixed_at="0000000",
+                explore_seeds=(6100,), confirm_seeds=(6100,))
 
 
 # ------------------------------------------------------------------ running one case
@@ -673,7 +926,8 @@ def main() -> int:
     import jax
     import optax
 
-    record = {"what": "issue 30's bad-input classes and a new neighbour of each, against the public API",
+    record = {"what": "issue 30's and issue 50's bad-input classes and a new neighbour of each, against the public API (nqf "
+                      "1.0: the NQF of a model, the option objects, the kit)",
               "commit": commit,
               # files of nqf/ and nqfbook/ that differ from `commit` when measured (a fix committed with this record)
               "uncommitted_in_nqf_nqfbook": [ln[3:] for ln in dirty.splitlines()],

@@ -78,7 +78,7 @@ class Track(eqx.Module):
             raise invalid("probe_targets", "be given to track 'probe_loss'", "None")
         on = self.agreement.on or ("outputs" if "outputs" in q else q[0])
         if on not in q:
-            raise invalid("gap_on", f"be one of the tracked quantities {q}", repr(on))
+            raise invalid("on", f"(Agreement's quantity) be one of the tracked quantities {q}", repr(on))
         h = self.horizon
         if isinstance(h, bool) or not isinstance(h, (int, float, np.floating)) or not 1.0 <= float(h) < 1e3:
             raise invalid("horizon", "be a number in [1, 1000) (the NQF's run in units of num_steps)", repr(h))
