@@ -41,3 +41,25 @@ def test_each_readme_block_runs_alone_in_a_fresh_process(index, tmp_path):
         shown = README.split(BLOCKS[index], 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
         assert _shape(proc.stdout) == _shape(shown), ("the README's printed report is not this code's "
                                                       f"output; regenerate it:\n{proc.stdout}")
+
+
+def test_the_parameter_table_rows_are_the_chapters_own_declarations():
+    """Each ``name: "word" = default`` row of the README's parameter table is declared so by a chapter."""
+    import ast
+
+    import nbformat
+
+    from nqfbook.kit._parameters import declared_parameters
+
+    rows = re.findall(r'^\| `(\w+): "([^"]+)" = ([^`]+)` \|', README, re.M)
+    assert len(rows) >= 6
+    declared: dict[str, list[tuple[str, object]]] = {}
+    for path in sorted((ROOT / "notebooks").glob("ch*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        for name, (value, annotation) in declared_parameters(cell.source).items():
+            declared.setdefault(name, []).append((str(annotation or "").strip("\"'"), value))
+    for name, word, default in rows:
+        value = None if default == "None" else ast.literal_eval(default)
+        assert (word, value) in declared.get(name, []), (
+            f"README row {name}: {word!r} = {default} is no chapter's declaration: {declared.get(name)}")
