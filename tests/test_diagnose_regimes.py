@@ -111,3 +111,14 @@ def test_regimes_option_and_its_bad_inputs():
                        ("nqf", r"`regimes` must be a tuple of names")):
         with pytest.raises(ValueError, match=match):
             nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=10, regimes=bad)
+
+
+def test_the_linearised_error_starts_at_zero_and_its_range_is_not_cut_at_step_0():
+    """At W(0) the linearised model is the model: a rounding difference over a zero change is no error (it made the
+    784-256-10 MLP's linearisation 'valid until step 0')."""
+    from nqf.solutions._regimes import valid_until
+
+    rep = _classify(1, 16, 1.0)
+    lin = rep.run.linearised
+    assert lin.error[0] == 0.0 and rep.regime_validity["linearised"] > 0
+    assert valid_until([0, 1, 2], [0.0, 0.01, 0.5], 0.1) == 2.0 and valid_until([0, 1], [0.0, 0.01], 0.1) == np.inf

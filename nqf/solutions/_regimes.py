@@ -67,6 +67,7 @@ def linearised_run(q, params, data, optimizer, loss, num_steps: int, every: int,
         num = np.linalg.norm((mod - lin).reshape(T, -1), axis=1)
         den = np.linalg.norm((lin - lin[:1]).reshape(T, -1), axis=1)
         err = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+    err[0] = 0.0  # at W(0) the surrogate is the model by construction (a rounding difference over 0 change is no error)
     bl = np.asarray(run.batch_loss, dtype=float)
     end = float(LinearisedFit(q.apply, loss)(run.params, (xs, ys), args))
     L = np.concatenate([bl[::every], [end]])[:T]
