@@ -121,3 +121,17 @@ def test_every_glued_figure_shows_its_provenance_line():
                 if f"{{glue:md}}`{name}_provenance:myst`" not in body:
                     missing.append(f"{path.name}: {name}")
     assert not missing, missing
+
+
+def test_the_claims_file_carries_the_runs_and_each_figures_provenance(tmp_path):
+    from nqfbook.kit import start_chapter
+
+    claims = start_chapter("ch99", "quick", tmp_path)
+    fig = _figure()
+    savefig(fig, "demo", chapter="ch99", out_dir=tmp_path)
+    plt.close(fig)
+    claims.less("tiny", 1e-20, 1e-12, kind="paper")
+    claims.finish()
+    prov = json.loads((tmp_path / "claims" / "ch99.json").read_text())["provenance"]
+    assert prov["fidelity"] == "quick" and prov["parameters"] == {}
+    assert [f["figure"] for f in prov["figures"]] == ["demo"] and prov["figures"][0]["commit"] == prov["commit"]

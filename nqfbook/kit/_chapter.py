@@ -77,6 +77,7 @@ def start_chapter(chapter: str, fidelity: str, out_dir: str | os.PathLike) -> Cl
     unroll_threefry_on_cpu()  # the same draws, compiled in a third of the time
     use_style(formats=("png",) if fidelity == "quick" else FIGURE_FORMATS)  # quick: the figures' PNG only
     _provenance.FIDELITY["value"] = fidelity  # named under every figure (savefig)
+    _provenance.FIGURES.clear()
     claims = Claims(chapter, fidelity, out_dir)
     claims._compilations = _CompileCounter()  # finish() writes <out_dir>/claims/<chapter>.compilations.json
     return claims

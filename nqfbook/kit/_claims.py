@@ -73,6 +73,7 @@ from nqf._checks import require_kind
 from nqf._checks import require_value
 from ._claim import KINDS, Claim, _fmt
 from ._claims_table import ClaimsSummary, ClaimsTable
+from ._provenance import chapter_provenance
 from ._verdicts import Verdict, kind_counts, outcome_counts
 
 
@@ -285,6 +286,8 @@ class Claims:
             "n_failed": len(failed),
             "verdict_counts": outcome_counts(self._verdicts),
             "verdict_kinds": kind_counts(self._verdicts),
+            # the commit, non-default parameters and fidelity of this run, and each figure's recipe and cell
+            "provenance": chapter_provenance(),
             "claims": [c.to_json() for c in self._claims],
             "verdicts": [v.to_json() for v in self._verdicts],
         }

@@ -94,6 +94,16 @@ def load_figure_data(path: "str | os.PathLike") -> tuple[dict[str, np.ndarray], 
 #: The fidelity of the chapter running in this kernel (set by :func:`nqfbook.kit.start_chapter`; ``""`` before).
 FIDELITY = {"value": ""}
 
+#: The provenance of every figure saved since the chapter started (``savefig`` appends, ``start_chapter`` empties;
+#: the claims file lists them).
+FIGURES: list[dict[str, Any]] = []
+
+
+def chapter_provenance() -> dict[str, Any]:
+    """The claims file's provenance: the commit, the non-default parameters, the fidelity and each figure's."""
+    return {"commit": commit(), "parameters": chapter_parameters(), "fidelity": FIDELITY["value"],
+            "figures": list(FIGURES)}
+
 
 def figure_provenance(name: str, chapter: str) -> dict[str, Any]:
     """Where a figure comes from: its chapter notebook and the code cell that drew it (counted in the

@@ -249,10 +249,11 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
             warnings.warn(problem, UserWarning, stacklevel=2)
     elif record.exists():
         record.unlink()
-    from ._provenance import figure_arrays, figure_provenance, provenance_markdown, write_figure_data
+    from ._provenance import FIGURES, figure_arrays, figure_provenance, provenance_markdown, write_figure_data
 
     paths["npz"] = write_figure_data(folder / f"{name}.npz", figure_arrays(fig, data))
     prov = figure_provenance(name, chapter)
+    FIGURES[:] = [f for f in FIGURES if f["figure"] != name] + [prov]
     paths["provenance"] = folder / f"{name}.provenance.json"
     paths["provenance"].write_text(json.dumps(prov, indent=1, default=repr) + "\n", encoding="utf-8")
     if glue is not None:
