@@ -239,9 +239,22 @@ def _fix_source_backlinks(outdir) -> None:
             if frag not in owner:  # documented under another namespace: the same name there
                 short = "." + frag.rsplit(".", 1)[-1]
                 same = sorted(i for i in ids[target] if i.endswith(short) and i.count(".") == frag.count("."))
-                if not same:
+                if same:
+                    return f'href="{m.group(1)}#{same[0]}"'
+                # a result type documented by its private path (nqf.datasets._digits.DigitsData), or a name
+                # documented in its room (nqf.structure.nqf_output), while viewcode links the public-looking or
+                # top-level name (nqf.datasets.DigitsData, nqf.StructureReport.summary, nqf.nqf_output)
+                tail = "." + frag.split(".", 1)[-1]
+
+                def public(i: str) -> str:  # the id without its private modules
+                    return ".".join(part for part in i.split(".") if not part.startswith("_"))
+
+                private = sorted((i for i in owner if public(i) == frag or public(i).endswith(tail)),
+                                 key=lambda i: (owner[i] != target, len(i)))  # the linked page first
+                if not private:
                     return m.group(0)
-                return f'href="{m.group(1)}#{same[0]}"'
+                rel = os.path.relpath(owner[private[0]], src.parent).replace(os.sep, "/")
+                return f'href="{rel}#{private[0]}"'
             rel = os.path.relpath(owner[frag], src.parent).replace(os.sep, "/")
             return f'href="{rel}#{frag}"'
 
