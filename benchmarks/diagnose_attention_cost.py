@@ -1,0 +1,141 @@
+"""Where ``nqf.diagnose``'s time goes on attention (issue 51, item 5), against training the model alone.
+
+    .venv/bin/python benchmarks/diagnose_attention_cost.py [--samples 400] [--steps 3000] [--out PATH]
+
+The model: equinox's ``MultiheadAttention`` as self-attention (chapter 10's recipe ``make_attention``: 4 heads of
+size 3, width 6, heads declared as ``nqf.structure.Blocks``), init N(0, 1e-3^2), 5 tokens, targets a rank-2 map of
+the token mean (``token_teacher``), full-batch ``optax.sgd(0.1)`` (the issue's sizes: 400 samples, 3,000 steps).
+
+* **training alone**: a plain ``jax.lax.scan`` of ``optax`` updates on the model's loss, written here without
+  ``nqf``, in a fresh process, compile included (wall time of the subprocess's timed block);
+* **diagnose**: ``nqf.diagnose`` with default options, in this process, under ``cProfile``: the wall time of its
+  phases (the two side-by-side runs, the A(x) stack, Theorem 1's probes, the fast-form search, the linearised run,
+  the drive) and the number of compilations (lowerings, ``jax.monitoring``) in it.
+
+Also a CPU reference figure (``bench_book.cpu_reference``) and the load average beside each timing (the machine
+is shared). Writes ``benchmarks/diagnose-attention-cost.json`` with the commit. Measures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).resolve().parent / "diagnose-attention-cost.json"
+
+_TRAIN_ALONE = r"""
+import sys, time
+sys.path.insert(0, {nb!r})
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import equinox as eqx, jax.numpy as jnp, optax
+from ch10_models import make_attention, token_teacher
+model, _ = make_attention(jax.random.PRNGKey(0))
+xs, ys = (jnp.asarray(a) for a in token_teacher(1, {m}))
+tr, static = eqx.partition(model, eqx.is_array)
+opt = optax.sgd(0.1)
+def loss(tr):
+    out = jax.vmap(eqx.combine(tr, static))(xs)
+    return jnp.mean(jnp.sum((out - ys) ** 2, axis=(1, 2)))
+@jax.jit
+def run(tr):
+    def step(c, _):
+        tr, s = c
+        l, g = jax.value_and_grad(loss)(tr)
+        u, s = opt.update(g, s, tr)
+        return (optax.apply_updates(tr, u), s), l
+    return jax.lax.scan(step, (tr, opt.init(tr)), None, length={steps})
+t1 = time.perf_counter()
+(trf, _), ls = run(tr)
+jax.block_until_ready(ls)
+print(time.perf_counter() - t1, time.perf_counter() - t0, float(ls[0]), float(ls[-1]))
+"""
+
+PHASES = {  # (module file suffix, function name) -> label
+    ("training/_compare.py", "compare_with_nqf"): "compare_with_nqf (model + NQF runs, parts, probes)",
+    ("training/_trainer.py", "train"): "train (every optimiser run: model, NQF, linearised)",
+    ("structure/_quadratic.py", "structure"): "the A(x) stack (flow reference and drive)",
+    ("structure/_quadratic.py", "check"): "Theorem 1's probes",
+    ("structure/_lowrank.py", "rank_two_form"): "the rank-two form search",
+    ("solutions/_regimes.py", "linearised_run"): "the linearised run",
+    ("solutions/_plateaus.py", "_drive"): "the drive",
+    ("flow/_flow.py", "gradient_flow"): "the flow reference",
+}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--out", default=str(OUT))
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "notebooks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_book import cpu_reference
+
+    ref = cpu_reference(Path(sys.executable))
+    load0 = os.getloadavg()[0]
+    code = _TRAIN_ALONE.format(nb=str(ROOT / "notebooks"), m=a.samples, steps=a.steps)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    run_s, process_s, l0, l1 = (float(v) for v in out.stdout.split())
+    load1 = os.getloadavg()[0]
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import optax
+
+    import nqf
+    from ch10_models import make_attention, token_teacher
+
+    model, axes = make_attention(jax.random.PRNGKey(0))
+    xs, ys = (jnp.asarray(v) for v in token_teacher(1, a.samples))
+    lowerings = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **_: lowerings.append(duration) if event == "/jax/compilation_cache/compile_requests_use_cache" or event.endswith("jaxpr_to_mlir_module_duration") else None)
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    rep = nqf.diagnose(nqf.quadratic_form(model, neuron_axes=axes), (xs, ys), optax.sgd(0.1), num_steps=a.steps)
+    prof.disable()
+    diag_s = time.perf_counter() - t
+    load2 = os.getloadavg()[0]
+    st = pstats.Stats(prof).stats
+    phases = {}
+    for (file, _, fn), (_, _, _, cum, _) in st.items():
+        for (suffix, name), label in PHASES.items():
+            if fn == name and file.endswith(suffix):
+                phases[label] = round(phases.get(label, 0.0) + cum, 2)
+    compile_s = sum(cum for (file, _, fn), (_, _, _, cum, _) in st.items() if fn == "backend_compile_and_load")
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    result = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
+        "cpu_reference": ref,
+        "settings": {"model": "equinox MultiheadAttention, 4 heads of 3, width 6, 5 tokens (heads as Blocks)",
+                     "samples": a.samples, "steps": a.steps, "optimizer": "optax.sgd(0.1)", "init": 1e-3},
+        "train_alone": {"process_s": round(process_s, 2), "compiled_run_s": round(run_s, 2),
+                        "loss": [l0, l1], "load_before": load0},
+        "diagnose": {"seconds": round(diag_s, 2), "load_before": load1, "load_after": load2,
+                     "backend_compile_s": round(compile_s, 2), "phases_cumulative_s": phases},
+        "ratio": round(diag_s / process_s, 2),
+        "report": str(rep),
+    }
+    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "report"}, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
