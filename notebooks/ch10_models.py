@@ -90,3 +90,50 @@ def token_teacher(seed, m, tokens=5, width=6, s=(2.0, 1.0)):
     P, Q = (np.linalg.qr(rng.normal(size=(width, len(s))))[0] for _ in range(2))
     ys = (xs.mean(axis=1) @ ((P * np.asarray(s, dtype=float)) @ Q.T))[:, None, :]
     return xs, np.repeat(ys, tokens, axis=1)
+
+
+class TanhMLP(eqx.Module):
+    """``f(x) = V tanh(U x + b)``: the init-scale sweep's model (neuron i: row i of U, entry i of b, column i of V)."""
+
+    U: jax.Array
+    b: jax.Array
+    V: jax.Array
+
+    def __call__(self, x):
+        return self.V @ jnp.tanh(self.U @ x + self.b)
+
+    def neuron_axes(self):
+        return TanhMLP(0, 0, 1)
+
+
+def scaled_default_mlp(key, n_in, n_out, width, scale):
+    """A tanh MLP at ``scale`` times the library default initialisation (LeCun: U ~ N(0, 1/n_in), V ~
+    N(0, 1/width), b = 0; below scale 1e-2 a bias draw of 1e-3 scale, so that no neuron parameter is exactly 0)."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    b = (1e-3 * scale if scale < 1e-2 else 0.0) * jax.random.normal(k2, (width,))
+    return TanhMLP(scale * jax.random.normal(k1, (width, n_in)) / np.sqrt(n_in), b,
+                   scale * jax.random.normal(k3, (n_out, width)) / np.sqrt(width))
+
+
+def init_scale_sweep(key, data, widths, scales, num_steps, lr_width=0.8):
+    """The two-regime report of each (width, scale): rows of the classification and what it rests on. Learning rate
+    ``lr_width / width`` (the kernel regime's step stays stable as the width grows)."""
+    import warnings
+
+    import optax
+
+    import nqf
+
+    xs, ys = data
+    rows = []
+    for width in widths:
+        for scale in scales:
+            net = scaled_default_mlp(key, xs.shape[1], ys.shape[1], width, scale)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a surrogate that blows up is in the report
+                rep = nqf.diagnose(net, (xs, ys), optax.sgd(lr_width / width), num_steps=num_steps)
+            rows.append({"width": width, "scale": scale, "regime": rep.regime, "half_way": rep.half_way_step,
+                         "valid": rep.regime_validity, "reached": rep.regime_reached,
+                         "quadratic_error": rep.run.quadratic_error, "record_every": rep.run.record_every,
+                         "threshold": rep.run.threshold})
+    return rows

@@ -262,3 +262,17 @@ def test_chapter_10s_library_attention_recipe_has_the_head_axis_layers_A():
     A2 = nqf.quadratic_form(sep, neuron_axes=sep_axes).structure(x)
     assert A1.shape == (5, 6, 72, 72)
     np.testing.assert_allclose(A1, A2, rtol=1e-10, atol=1e-14)
+
+
+def test_chapter_10s_init_scale_sweep_recipe():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+    from ch10_models import init_scale_sweep, scaled_default_mlp
+
+    net = scaled_default_mlp(jax.random.PRNGKey(0), 4, 3, 32, 1.0)
+    assert np.isclose(np.std(np.asarray(net.U)) * 2, 1.0, rtol=0.25) and not np.any(np.asarray(net.b))
+    xs, ys = _teacher(s=(1.0, 0.35))
+    rows = init_scale_sweep(jax.random.PRNGKey(0), (np.asarray(xs), np.asarray(ys)), [8], [1e-3], 300)
+    assert len(rows) == 1 and rows[0]["regime"] == "nqf" and set(rows[0]["valid"]) == {"nqf", "linearised"}
