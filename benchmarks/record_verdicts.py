@@ -36,7 +36,8 @@ def collect(claims_dir: pathlib.Path) -> dict:
         if verdicts:
             chapters[data["chapter"]] = {
                 v["name"]: {"outcome": v["outcome"], "kind": _kind(v), "depends_on": v["depends_on"],
-                            "runs_needed": v.get("runs_needed"), "margin": v["rule"].get("margin"),
+                            "runs_needed": v.get("runs_needed"), "need_basis": v.get("need_basis", ""),
+                            "margin": v["rule"].get("margin"),
                             "margin_reason": v["rule"].get("margin_reason", ""),
                             "options": {o["option"]: o["outcome"] for o in v["options"]},
                             "seeds": v.get("seeds", []), "fixed_at": v["rule"].get("fixed_at", ""),
