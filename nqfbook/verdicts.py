@@ -38,8 +38,10 @@ def _open_line(chapter: str, v: dict) -> str:
         return f"- {chapter}: *{v['name']}*: **depends on {v.get('depends_on')}** ({shown})"
     if kind == "too few runs":
         need = v.get("runs_needed")
-        text = (f"; {int(need)} runs per option would resolve the stated margin" if isinstance(need, (int, float))
-                else "; no number of runs resolves the stated margin" if need == "inf" else "")
+        what = ("the measured margin (smaller than the stated one)" if v.get("need_basis") == "measured"
+                else "the stated margin")
+        text = (f"; {int(need)} runs per option would resolve {what}" if isinstance(need, (int, float))
+                else f"; no number of runs resolves {what}" if need == "inf" else "")
         judged = max((o.get("n", 0) for o in v.get("options", [])), default=0)
         return f"- {chapter}: *{v['name']}*: **too few runs** (n = {judged}{text})"
     return f"- {chapter}: *{v['name']}*: **{kind}**"
