@@ -257,7 +257,8 @@ class Verdict:
 
     @property
     def kind(self) -> str:
-        """One of :data:`KINDS`: the outcome when conclusive, else the kind of inconclusive."""
+        """One of ``KINDS`` ("holds", "against", "depends on X", "too few runs"): the outcome when conclusive,
+        else the kind of inconclusive."""
         return self.inconclusive_kind if self.outcome == "inconclusive" else self.outcome
 
     @property
