@@ -122,3 +122,19 @@ def test_the_linearised_error_starts_at_zero_and_its_range_is_not_cut_at_step_0(
     lin = rep.run.linearised
     assert lin.error[0] == 0.0 and rep.regime_validity["linearised"] > 0
     assert valid_until([0, 1, 2], [0.0, 0.01, 0.5], 0.1) == 2.0 and valid_until([0, 1], [0.0, 0.01], 0.1) == np.inf
+
+
+def test_the_A_stack_is_formed_in_chunks_and_skipped_when_its_work_is_too_large(monkeypatch):
+    """One neuron's Hessian is taken in the model of all d neurons: a 1024-wide MLP on 600 samples asked for 53 GB
+    at once. The stack is formed in chunks (the same matrices), and not at all beyond STACK_WORK."""
+    import nqf.solutions._plateaus as P
+
+    xs, ys = teacher_data()
+    q = nqf.quadratic_form(tanh_mlp())
+    whole = q.structure(xs, batch=True)
+    monkeypatch.setattr(P, "STACK_CHUNK", 3 * 9 * 9 * 8 * 7)  # 7 samples a chunk: 120 = 17 x 7 + 1, one padded
+    np.testing.assert_array_equal(P._stack(q, None, xs, (120, 3, 9, 8)), whole)
+    monkeypatch.setattr(P, "STACK_WORK", 10)
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=200, regimes=("nqf",))
+    assert rep.run.As is None and "the full A(x) stack not formed" in str(rep)
+    assert rep.run.drive is not None  # the drive from the rank-two factors instead

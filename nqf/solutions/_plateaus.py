@@ -482,6 +482,8 @@ class ModelRun(NamedTuple):
 
 
 FLOW_POINTS = 160  #: save times of the flow reference (log-spaced from one step)
+STACK_WORK = 200_000_000  #: m o p^2 d up to which the A(x) stack is formed (a 1024-wide MLP on 600 samples: 55 s)
+STACK_CHUNK = 20_000_000  #: entries (o p^2 d per sample) of the A(x) stack formed at once (see _stack)
 DENSE_LIMIT = 20_000_000  #: A(x) entries (m * o * p^2, 160 MB) up to which the (m, o, p, p) stack is formed
 DIVERGED = 1e3  #: a run whose loss exceeds this many times its initial loss (or is not finite) has diverged
 
@@ -549,13 +551,29 @@ def _surrogate_diverged(label, batch_loss, final, model_loss, model_final, regim
             f"{regime} (the error above), not because of the learning rate, which suits the model")
 
 
+def _stack(q, params, xs, sizes):
+    """The A(x) stack, in chunks of samples: one neuron's Hessian is taken in a model of all ``d`` neurons, so a
+    sample holds about ``o p^2 d`` entries while it is formed (a 1024-wide MLP on 600 samples asked for 53 GB at
+    once); a chunk holds at most :data:`STACK_CHUNK` of them (the last chunk padded: one compilation)."""
+    m, o, p, d = sizes
+    n = int(max(1, min(m, STACK_CHUNK // max(o * p * p * d, 1))))
+    call = (lambda x: q.structure(x, batch=True)) if q.model is not None else (
+        lambda x: q.structure(params, x, batch=True))
+    if n >= m:
+        return call(xs)
+    pad = -m % n
+    padded = jax.tree_util.tree_map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], pad, axis=0)]), xs)
+    parts = [call(jax.tree_util.tree_map(lambda v, i=i: v[i:i + n], padded)) for i in range(0, m + pad, n)]
+    return jnp.concatenate(parts)[:m]
+
+
 def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
     """The dense A(x) stack (when small enough) and the NQF's flow from M(0) (when ``eta`` is known)."""
     params, m, o, p = run_inputs
     As = nqf_data = None
     fts = floss = feigs = np.zeros((0,))
-    if m * o * p * p <= DENSE_LIMIT:
-        As = q.structure(*((xs,) if q.model is not None else (params, xs)), batch=True)
+    if m * o * p * p <= DENSE_LIMIT and m * o * p * p * W0.shape[1] <= STACK_WORK:
+        As = _stack(q, params, xs, (m, o, p, W0.shape[1]))
         if As.ndim <= 4:
             nqf_data = NQFData(As, ys, f0=f0)
     if eta is not None and nqf_data is not None:
