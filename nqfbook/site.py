@@ -244,6 +244,8 @@ def _stage(root: Path, lay: Layout, chapters: list[Path], executed: dict[str, by
         shutil.copy2(root / "_config.yml", stage / "_config.yml")
     shutil.copytree(root / "book", stage / "book",
                     ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints", "__pycache__"))
+    if (root / "CITATION.cff").is_file():  # book/cite.md includes it
+        shutil.copy2(root / "CITATION.cff", stage / "CITATION.cff")
     nb_dir = stage / "notebooks"
     # Non-notebook files next to the chapters (images they reference), then the executed chapters
     # (exactly the bytes whose hash was checked against the record).

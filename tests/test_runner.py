@@ -92,7 +92,7 @@ def tmp_repo(tmp_path):
 def copy_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    for name in ("_config.yml", "pyproject.toml", "requirements-lock.txt"):
+    for name in ("_config.yml", "pyproject.toml", "requirements-lock.txt", "CITATION.cff"):
         shutil.copy2(ROOT / name, repo / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_build")
     shutil.copytree(ROOT / "nqf", repo / "nqf", ignore=ignore)

@@ -199,12 +199,12 @@ def savefig(fig, name: str, *, chapter: str, out_dir: "str | os.PathLike", glue:
             :func:`nqfbook.kit.glue`, not displayed), shown at the size of the figure on screen
             (``figure.dpi``): the page shows the figure file itself, drawn once (gluing the figure
             object draws it a second time: 0.29 s a figure in a kernel, measured). The line under the
-            figure (its data, cell, recipes, parameters and commit) is glued as ``{glue}_provenance``, for
-            ``{glue:md}`{glue}_provenance:myst``` in the caption.
+            figure (its data, cell, recipes, parameters and commit) is glued as ``{glue}_provenance``, which
+            the caption shows with myst-nb's ``glue:md`` role (``:myst`` format).
         data: extra arrays for the figure's data file (the seeds of the runs, say), by name.
 
     Also writes the figure's data, ``{name}.npz`` (every array it plots, read off the figure, and ``data``),
-    and ``{name}.provenance.json`` (:mod:`nqfbook.kit._provenance`).
+    and ``{name}.provenance.json`` (the kit's provenance module, ``nqfbook/kit/_provenance.py``).
 
     Returns:
         ``{"png": Path, "svg": Path, "npz": Path, "provenance": Path}`` (without ``"svg"`` with the PNG only).
