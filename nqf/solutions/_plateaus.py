@@ -593,8 +593,12 @@ def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: in
     module, in steps; the **measurement**, the model trained the same way (both by
     :func:`nqf.compare_with_nqf`); how far the model is from its NQF along the prediction (the quadratic-regime
     error, which sets the range of validity and each tolerance); and, for SGD-family optimisers, the NQF's gradient
-    flow as the continuum reference with the optimiser's lag behind it. A diverged run is flagged with a warning
-    that names the cause, and gets no plateau table.
+    flow as the continuum reference with the optimiser's lag behind it. Only the modes the data drive are judged
+    (``nqf.solutions._drive``: positive eigenvalues of $-\partial\mathcal L/\partial M$ at $W = 0$, above twice the
+    others' level); the rest are listed apart. Beside the NQF, the model linearised at its own $W(0)$ (the kernel
+    regime) is trained the same way and the report says which describes the training (``nqf.solutions._regimes``).
+    A diverged run is flagged with a warning that names the cause (a surrogate that blows up while the model trains:
+    its regime, not the learning rate), and gets no plateau table.
 
     Args:
         model: an equinox Module (neurons along its method ``neuron_axes()``), or
