@@ -267,7 +267,8 @@ def _cells_done(running_nb: Path) -> str:
 
 
 def chapter_summary(lay: Layout, stem: str) -> str:
-    """``"52 claims hold (18 paper, 12 finding, 22 sanity); verdicts: 40 holds, 1 against, 11 inconclusive"``
+    """``"52 claims hold (18 paper, 12 finding, 22 sanity); verdicts: 40 holds, 1 against, 5 depends on X, 6 too few
+    runs"``
     from the chapter's claims file (``""`` if it has none)."""
     path = next((p for p in lay.claim_candidates(stem) if p.is_file()), None)
     data = read_json(path) if path else None
@@ -275,7 +276,8 @@ def chapter_summary(lay: Layout, stem: str) -> str:
         return ""
     kinds = ", ".join(f"{data[f'n_{k}']} {k}" for k in ("paper", "finding", "sanity") if data.get(f"n_{k}"))
     text = f"{data.get('n_claims', 0)} claims hold" + (f" ({kinds})" if kinds else "")
-    counts = {k: v for k, v in (data.get("verdict_counts") or {}).items() if v}
+    # the four kinds (holds, against, depends on X, too few runs) where the claims file has them
+    counts = {k: v for k, v in (data.get("verdict_kinds") or data.get("verdict_counts") or {}).items() if v}
     if counts:
         text += "; verdicts: " + ", ".join(f"{v} {k}" for k, v in counts.items())
     return text

@@ -973,5 +973,7 @@ def test_a_long_chapter_prints_progress_lines_and_a_summary_with_verdict_counts(
     path = lay.claim_candidates("ch06_x")[0]
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"n_claims": 5, "n_paper": 2, "n_finding": 0, "n_sanity": 3,
-                                "verdict_counts": {"holds": 3, "against": 1, "inconclusive": 0}}))
-    assert chapter_summary(lay, "ch06_x") == "5 claims hold (2 paper, 3 sanity); verdicts: 3 holds, 1 against"
+                                "verdict_counts": {"holds": 3, "against": 1, "inconclusive": 2},
+                                "verdict_kinds": {"holds": 3, "against": 1, "depends on X": 0, "too few runs": 2}}))
+    assert chapter_summary(lay, "ch06_x") == ("5 claims hold (2 paper, 3 sanity); verdicts: 3 holds, 1 against, "
+                                              "2 too few runs")
