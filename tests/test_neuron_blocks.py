@@ -122,3 +122,25 @@ def test_equinox_attention_with_heads_as_blocks_is_diagnosed_as_the_head_axis_la
     assert pl.levels.size >= 1 and pl.valid.any(), text
     err = np.abs(pl.module / pl.predicted - 1)
     assert np.all(err[pl.valid] <= pl.tolerance[pl.valid]), text
+
+
+def test_blocks_on_a_parameter_dict_with_a_negative_axis():
+    """An apply(params, x) on a dict, heads packed in the last axis of one leaf and the first of another."""
+    rng = np.random.default_rng(0)
+    params = {"V": jnp.asarray(rng.normal(size=(E, H * VO))), "O": jnp.asarray(rng.normal(size=(H * VO, 2)))}
+
+    def apply(p, x):  # x (E,): each head s-block of V's columns and O's rows; a product per head, summed
+        return jnp.tanh(x @ p["V"]) @ p["O"]
+
+    axes = {"V": Blocks(-1, VO), "O": Blocks(0, VO)}
+    W, layout = neuron_weights(params, axes)
+    assert W.shape == (E * VO + VO * 2, H)
+    # leaves in key order: O (head i: rows [i VO, (i+1) VO), 2 columns), then V (head i: its VO columns)
+    np.testing.assert_array_equal(W[:VO * 2, 1], params["O"][VO:2 * VO].reshape(-1))
+    np.testing.assert_array_equal(W[VO * 2:, 1], params["V"][:, VO:2 * VO].reshape(-1))
+    back = layout.unflatten(W)
+    np.testing.assert_array_equal(back["V"], params["V"])
+    q = nqf.quadratic_form(apply, neuron_axes=axes)
+    x = jnp.asarray(rng.normal(size=(E,)))
+    assert q.check(params, x, require=True).permutation_residual < 1e-12
+    assert q.structure(params, x).shape == (2, E * VO + VO * 2, E * VO + VO * 2)
