@@ -50,6 +50,15 @@ class QuadraticForm(eqx.Module):
         axes, _ = flat_axes(params, self.spec, self.name)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params), list(axes))
 
+    def leaf_axes(self, params) -> tuple:
+        """The neuron axis (or None) of each leaf of ``params``, in ``jax.tree_util.tree_leaves`` order (a ``None``
+        field is no leaf, so it has no entry)."""
+        return flat_axes(params, self.spec, self.name)[0]
+
+    def deep_stack(self) -> str | None:
+        """For an equinox model that is a deep stack of neuron layers, what it is and how to describe it; else None."""
+        return deep_stack(self.model) if self.model is not None else None
+
     def split(self, params):
         """``(trainable, frozen, packing)``: the neuron leaves, the rest, and the packing of the neuron leaves."""
         axes, _ = flat_axes(params, self.spec, self.name)
