@@ -136,3 +136,10 @@ def test_an_unhashable_module_is_traced_afresh_never_answered_from_another_ones_
     A2 = nqf.structure_matrix(Layer(2.0), x, p=2)
     np.testing.assert_allclose(A2, 2.0 * A1, rtol=1e-12)
     assert float(jnp.abs(A1).max()) > 0
+
+
+@pytest.mark.parametrize("steps", [1, 2, 9])
+def test_diagnose_refuses_too_few_steps_to_read_a_plateau_end(small, steps):
+    q, _, xs, ys = small
+    with pytest.raises(ValueError, match=rf"`num_steps` must be at least 10: .*; got {steps}\."):
+        nqf.diagnose(q, (xs, ys), optax.sgd(0.1), num_steps=steps)

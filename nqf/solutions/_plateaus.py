@@ -24,7 +24,6 @@ from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
-from ..structure._neurons import deep_stack, flat_axes
 from ._drive import drive_spectrum, driven_count, driven_modes
 from ._regimes import REGIMES, check_regimes, describes, half_way, linearised_run, valid_until
 
@@ -119,8 +118,8 @@ class Diagnosis(NamedTuple):
 
     @property
     def regime_validity(self) -> dict:
-        """Each surrogate's range of validity in steps (``nqf.solutions._regimes``): ``{"nqf": ...,
-        "linearised": ...}`` (the latter only when it was trained); ``nan`` for a surrogate whose loss blew up."""
+        """Each surrogate's range of validity in steps, by name (``"nqf"``, and ``"linearised"`` when it was
+        trained); ``nan`` for a surrogate whose loss blew up (the rule is in ``nqf/solutions/_regimes.py``)."""
         r = self.run
         nqf_bad = bool(r.diverged) and "model's loss" not in r.diverged
         out = {"nqf": float("nan") if nqf_bad else validity_end(r)}
@@ -152,7 +151,7 @@ class Diagnosis(NamedTuple):
 
     @property
     def regime(self) -> str:
-        """Which surrogate describes the training by the rule: ``"nqf"``, ``"linearised"``, ``"both"`` or
+        """The surrogate that describes the training by the rule, ``"nqf"``, ``"linearised"``, ``"both"`` or
         ``"neither"`` (``"nqf"`` or ``"neither"`` when the linearised model was not trained)."""
         ok = [k for k in self.regime_validity if self._describes(k)]
         return "both" if len(ok) == 2 else (ok[0] if ok else "neither")
@@ -625,7 +624,16 @@ def diagnose(model: Any, data: tuple[Any, Any], optimizer: Any, *, num_steps: in
     return Diagnosis(run, read_plateaus(run))
 
 
+#: The fewest optimiser steps a diagnosis reads anything from: a plateau end is read where a mode, recorded
+#: along the run, crosses half its learned level, and the regimes where the model's loss is half-way down; a run
+#: of a few steps shows neither (``diagnose(num_steps=1)`` used to return an empty report without a word).
+MIN_STEPS = 10
+
+
 def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) -> ModelRun:
+    if not isinstance(num_steps, bool) and isinstance(num_steps, (int, np.integer)) and 0 < num_steps < MIN_STEPS:
+        raise invalid("num_steps", f"be at least {MIN_STEPS}: a plateau end is read off a mode's rise to its learned "
+                                   "level along the recorded run, which a few steps cannot show", repr(num_steps))
     q = model if isinstance(model, QuadraticForm) else quadratic_form(model)
     params = q.model if q.model is not None else params
     check_float64("model", params, q.name, also="for a flax model, create its parameters in float64: "
@@ -651,8 +659,8 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
             c = compare_with_nqf(q, data, optimizer, num_steps=num_steps,
                                  params=None if q.model is not None else params, loss=loss, track=track)
         except ValueError as err:  # Theorem 1 refused: a deep stack gets the way to describe it
-            if deep_stack(q.model):
-                raise invalid("model", "be one layer of interchangeable neurons", f"{deep_stack(q.model)}; the neuron "
+            if q.deep_stack():
+                raise invalid("model", "be one layer of interchangeable neurons", f"{q.deep_stack()}; the neuron "
                               f"axes given fail Theorem 1: {str(err).rstrip('.')}") from err
             raise
     lr_note = (f"learning rate {sm.learning_rate:g}: lower it" if sm.kind else "lower the learning rate")
@@ -681,7 +689,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             lin = linearised_run(q, params, (xs, ys), optimizer, loss, num_steps, every, probe)
-    axes, _ = flat_axes(params, q.spec, q.name)  # one per leaf of params (a None field is no leaf)
+    axes = q.leaf_axes(params)  # one per leaf of params (a None field is no leaf)
     frozen = tuple((jax.tree_util.keystr(path) or "(root)", tuple(np.shape(leaf)))
                    for (path, leaf), a in zip(jax.tree_util.tree_flatten_with_path(params)[0], axes)
                    if a is None and eqx.is_array(leaf))
