@@ -14,12 +14,13 @@ from jaxtyping import Array, Float
 from .._checks import invalid, wrong_kind
 from .._random import normal
 from ..architectures import Architecture
+from ._factors import low_rank_form, low_rank_quadratic
 from ._lowrank import rank_two_form
 from ._matrix_free import HypothesisCheck, check_hypotheses, module_out, nqf_out, require_hypotheses
 from ._models import call_module
 from ._neurons import NeuronPacking, axes_spec, deep_stack, flat_axes
 
-FORMS = ("auto", "matrix-free", "structure", "rank-two")
+FORMS = ("auto", "matrix-free", "structure", "rank-two", "low-rank")
 MAX_STRUCTURE_ENTRIES = 60_000_000  #: 480 MB of float64 structure matrices: beyond that a set stays matrix-free
 FORM_TOL = 1e-9  #: a fast form further than this (relative) from the matrix-free NQF is refused
 
@@ -32,7 +33,8 @@ class QuadraticForm(eqx.Module):
     arch: Any  #: the Architecture (closed forms), or None
     apply_fn: Callable | None = eqx.field(static=True)  #: ``apply(params, x)`` of a pytree model
     spec: tuple = eqx.field(static=True)  #: the neuron axes as a hashable value
-    form: Any = eqx.field(static=True)  #: ``"auto"``, ``"matrix-free"``, ``"structure"``, ``"rank-two"`` or a callable
+    form: Any = eqx.field(static=True)  #: ``"auto"``, ``"matrix-free"``, ``"structure"``, ``"rank-two"``,
+    #: ``"low-rank"`` or a callable
     name: str = eqx.field(static=True)  #: the model's name, for messages
 
     @property
@@ -100,7 +102,8 @@ class QuadraticForm(eqx.Module):
     def parts(self, params, sets, *, key=None) -> tuple[list, Any, float | None]:
         r"""The form's parts on fixed sets of inputs (each with a leading sample axis): ``([(f0, A), ...], form,
         gap)`` with $f_x(0)$ of every sample and the per-sample part of the fast form (the stack $A(x_\mu)$ for
-        ``"structure"``, the factors $a(x_\mu)$ for ``"rank-two"``, None otherwise); ``form`` the
+        ``"structure"``, the factors $a(x_\mu)$ for ``"rank-two"``, $U(x_\mu)$ for ``"low-rank"``, None
+        otherwise); ``form`` the
         ``Evaluation`` of the NQF; ``gap`` the fast form's measured distance from the matrix-free NQF (None
         for matrix-free). ``params``: one set of weights (the first lane's); ``key``: a random unit-scale ``W`` at
         which a closed or structure form is also checked."""
@@ -108,23 +111,17 @@ class QuadraticForm(eqx.Module):
         form = self.form
         if not sets:
             return [(None, None)], Evaluation(self.apply, "matrix-free", packing=packing), None
-        if form in ("auto", "rank-two", "matrix-free"):
+        if form in ("auto", "rank-two", "low-rank", "matrix-free"):
             sizes = np.cumsum([0] + [jax.tree_util.tree_leaves(s)[0].shape[0] for s in sets])
             xs = sets[0] if len(sets) == 1 else jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *sets)
-            lr = None if form == "matrix-free" else rank_two_form(self.apply, packing, tr, frozen, xs)
-            if lr is None and form == "rank-two":
-                raise invalid("form", "be a form the model admits", f"'rank-two' for {self.name}, whose A(x) has "
-                                                                   "no rank-two factors")
+            kind, a, B = _factored(self.apply, packing, tr, frozen, xs, form, self.name)
             f0 = zero_outputs(self.apply, frozen, xs, jax.tree_util.tree_map(jnp.zeros_like, tr))
-            a = None if lr is None else lr.a
             parts = [(f0, a)] if len(sets) == 1 else [(f0[i:j], None if a is None else a[i:j])
                                                       for i, j in zip(sizes[:-1], sizes[1:])]
-            if lr is None:
-                return parts, Evaluation(self.apply, "matrix-free", packing=packing), None
-            return parts, Evaluation(self.apply, "rank-two", packing=packing, B=lr.B), None
+            return parts, Evaluation(self.apply, kind, packing=packing, B=B), None
         if self.arch is None:
-            raise invalid("form", "be 'auto', 'matrix-free' or 'rank-two' for a pytree model ('structure' and a "
-                                  "closed form need an nqf Architecture)", repr(form))
+            raise invalid("form", "be 'auto', 'matrix-free', 'rank-two' or 'low-rank' for a pytree model ('structure' "
+                                  "and a closed form need an nqf Architecture)", repr(form))
         quadratic = None if form == "structure" else form
         parts, gap = _checked_parts(self.arch, quadratic, sets, params, key, self.name)
         kind = "structure" if quadratic is None else "closed"
@@ -145,7 +142,9 @@ def quadratic_form(model: Any, *, neuron_axes: Any = None, form: str | Callable 
             model's non-array leaves are ignored, as ``eqx.filter`` does.
         form: how the NQF is evaluated, exactly: ``"matrix-free"`` (any model: $\tfrac12D^2f_x(0)[W, W]$ by two
             nested ``jax.jvp``, under ZGZ, Eq. 54), ``"structure"`` (the $A(x_\mu)$ stack, on fixed inputs),
-            ``"rank-two"`` (factors of one-hidden-layer models, on fixed inputs), a callable ``quadratic(W, x)``
+            ``"rank-two"`` (factors of one-hidden-layer models, on fixed inputs), ``"low-rank"`` (rank-$2r$
+            factors $\tfrac12(U(x)V_o^\top + V_oU(x)^\top)$, e.g. attention with heads as neurons, on fixed
+            inputs), a callable ``quadratic(W, x)``
             $= \mathrm{Tr}[WW^\top A(x)]$ of an Architecture, or ``"auto"`` (the fastest the model admits). Every
             fast form is compared with the matrix-free NQF before use.
 
@@ -190,7 +189,8 @@ class Evaluation(eqx.Module):
     r"""How the outputs of a run are computed from its trainable leaves ``tr`` (a value: compiled runs are cached on
     it): ``"model"`` (the model itself), ``"matrix-free"`` (its NQF, nested jvp), ``"structure"``
     ($f_x(0) + \langle A(x), WW^\top\rangle$ from the stack), ``"closed"`` ($f_x(0) + $ ``quadratic(W, x)``) or
-    ``"rank-two"`` ($f_x(0) + a(x)^\top WW^\top B$). Inputs are ``(xs, f0, A)``; ``args["frozen"]`` holds the
+    ``"rank-two"`` ($f_x(0) + a(x)^\top WW^\top B$) or ``"low-rank"`` ($f_x(0) + \sum_k u_k(x)^\top WW^\top
+    v_{k,o}$, ``B`` the $V$ factors). Inputs are ``(xs, f0, A)``; ``args["frozen"]`` holds the
     shared leaves."""
 
     apply: Callable
@@ -209,12 +209,29 @@ class Evaluation(eqx.Module):
         if self.kind == "closed":
             return f0 + jax.vmap(lambda x: self.quadratic(tr, x))(xs)
         W = self.packing.pack(tr)
-        Q = (A @ W) @ (W.T @ self.B)
+        Q = low_rank_quadratic(A, self.B, W) if self.kind == "low-rank" else (A @ W) @ (W.T @ self.B)
         return f0 + jnp.reshape(Q, f0.shape)
 
     def as_model(self) -> "Evaluation":
         """The model itself, evaluated the way this form reads its inputs."""
         return Evaluation(self.apply, "model", packing=self.packing)
+
+
+def _factored(apply, packing, tr, frozen, xs, form, name):
+    """``(kind, per-sample factors, fixed factors)`` of the fastest factored form ``form`` allows: rank-two, else
+    low-rank, else ``("matrix-free", None, None)``; a form asked for by name that the model lacks is an error."""
+    if form in ("auto", "rank-two"):
+        lr = rank_two_form(apply, packing, tr, frozen, xs)
+        if lr is not None:
+            return "rank-two", lr.a, lr.B
+    if form in ("auto", "low-rank"):
+        lr = low_rank_form(apply, packing, tr, frozen, xs)
+        if lr is not None:
+            return "low-rank", lr.U, lr.V
+    if form in ("rank-two", "low-rank"):
+        raise invalid("form", "be a form the model admits", f"{form!r} for {name}, whose A(x) has no {form} factors "
+                                                            "equal to its matrix-free NQF")
+    return "matrix-free", None, None
 
 
 @eqx.filter_jit
