@@ -67,6 +67,8 @@ PHASES = {  # (module file suffix, function name) -> label
     ("structure/_quadratic.py", "structure"): "the A(x) stack (flow reference and drive)",
     ("structure/_quadratic.py", "check"): "Theorem 1's probes",
     ("structure/_lowrank.py", "rank_two_form"): "the rank-two form search",
+    ("structure/_factors.py", "low_rank_form"): "the low-rank (rank-2r) form search",
+    ("structure/_quadratic.py", "parts"): "the NQF's parts (f_x(0), the form search and its factors)",
     ("solutions/_regimes.py", "linearised_run"): "the linearised run",
     ("solutions/_plateaus.py", "_drive"): "the drive",
     ("flow/_flow.py", "gradient_flow"): "the flow reference",
@@ -129,6 +131,7 @@ def main(argv=None) -> dict:
                         "loss": [l0, l1], "load_before": load0},
         "diagnose": {"seconds": round(diag_s, 2), "load_before": load1, "load_after": load2,
                      "backend_compile_s": round(compile_s, 2), "phases_cumulative_s": phases},
+        "nqf_form": rep.run.form,
         "ratio": round(diag_s / process_s, 2),
         "report": str(rep),
     }
