@@ -186,3 +186,19 @@ def test_factors_reaching_into_the_fixed_subspace():
         eqx.combine(jax.tree_util.tree_map(jnp.zeros_like, tr), frozen), x))(xs)
     quad = np.asarray(form.quadratic(W))
     np.testing.assert_allclose(quad, np.asarray(mf), rtol=0, atol=1e-9 * np.max(np.abs(mf)))
+
+
+def test_the_batched_path_for_many_samples_gives_the_same_factors(monkeypatch):
+    """Beyond _VMAP_SAMPLES samples the factors and the output check run in batches (lax.map): the same form (the
+    factors themselves are fixed only up to an r x r change of basis, set by the detection samples)."""
+    model, axes = make_attention(jax.random.PRNGKey(0))
+    xs = jnp.asarray(token_teacher(4, 700)[0][:333])  # a sample count no other test compiles for
+    q = nqf.quadratic_form(model, neuron_axes=axes)
+    tr, frozen, packing = q.split(model)
+    one = low_rank_form(q.apply, packing, tr, frozen, xs)
+    monkeypatch.setattr(_factors, "_VMAP_SAMPLES", 100)
+    batched = low_rank_form(q.apply, packing, tr, frozen, xs[:332])
+    assert one is not None and batched is not None
+    W = 300.0 * packing.pack(tr)
+    ref = np.asarray(one.quadratic(W))[:332]
+    np.testing.assert_allclose(np.asarray(batched.quadratic(W)), ref, rtol=0, atol=1e-10 * np.max(np.abs(ref)))

@@ -34,6 +34,7 @@ _FIT_TOL = 1e-8  # relative residual allowed in the factor fits on the detection
 _MATCH_TOL = 1e-9  # rebuilt A(x) and outputs against the matrix-free NQF, relative
 _MAX_DETECT_ENTRIES = 20_000_000  # 3 * o * p^2 above this: no search (160 MB of float64 Hessians)
 _MAX_LSTSQ_ENTRIES = 20_000_000  # o * s^3 * r above this: the in-subspace part is not solved (no form)
+_VMAP_SAMPLES = 2048  # up to this many samples in one vmap, beyond in batches of 256 (memory)
 
 
 class LowRankForm(eqx.Module):
@@ -59,6 +60,11 @@ class LowRankForm(eqx.Module):
 def low_rank_quadratic(U, V, W):
     r"""$\sum_k u_k^\top W W^\top v_{k,o}$: ``U`` ``(m, p, r)``, ``V`` ``(p, r, o)``, ``W`` ``(p, d)`` -> ``(m, o)``."""
     return jnp.einsum("mkd,dko->mo", jnp.einsum("mpk,pd->mkd", U, W), jnp.einsum("pd,pko->dko", W, V))
+
+
+def _over_samples(fn, xs):
+    """``fn`` on every sample of ``xs``: one ``vmap`` for a few thousand samples, else batches (memory)."""
+    return jax.vmap(fn)(xs) if xs.shape[0] <= _VMAP_SAMPLES else jax.lax.map(fn, xs, batch_size=256)
 
 
 @eqx.filter_jit
@@ -100,17 +106,16 @@ def _mixed_factors(apply, packing, tr, frozen, xs, c, Y, E, p, d):
                       out_axes=1)(Y)  # (p, r)
         return HY - E @ (E.T @ HY)
 
-    return jax.vmap(one)(xs)
+    return _over_samples(one, xs)
 
 
 @eqx.filter_jit
 def _output_gap(apply, tr, frozen, packing, xs, U, V, Ws):
-    """Largest |factored - matrix-free| NQF output over ``xs`` at each of ``Ws``, and the largest quadratic term
-    (batches of 64 samples: memory)."""
+    """Largest |factored - matrix-free| NQF output over ``xs`` at each of ``Ws``, and the largest quadratic term."""
     z = jax.tree_util.tree_map(jnp.zeros_like, tr)
 
     def outs(t):
-        return jax.vmap(lambda x: jnp.ravel(nqf_out(apply, t, frozen, x)))(xs)
+        return _over_samples(lambda x: jnp.ravel(nqf_out(apply, t, frozen, x)), xs)
 
     f0 = outs(z)
 
