@@ -109,6 +109,11 @@ def _train(**kw):
     args = dict(loss=_sq, params0=jnp.ones(3), optimizer=optax.sgd(0.1), num_steps=2)
     args.update(kw)
     loss, params0, opt = args.pop("loss"), args.pop("params0"), args.pop("optimizer")
+    # nqf 1.0's spelling of the cases written for 0.x: vmap= is Runs(vmap=...), batches= is Minibatches(data, ...)
+    if "vmap" in args:
+        args["runs"] = nqf.training.Runs(vmap=args.pop("vmap"))
+    if "batches" in args:
+        args["data"] = nqf.training.Minibatches(args.pop("data"), args.pop("batches"))
     return nqf.train(loss, params0, opt, **args)
 
 
@@ -331,9 +336,8 @@ case("flow-rtol-2", "obscure: gradient_flow", "`rtol=2.0`: runs to 10^6 steps, t
 case("flow-rtol-nan", "obscure: gradient_flow", "", "gradient_flow(options=ODEOptions(rtol=nan))", "rtol",
      lambda: _flow(options=_ode(rtol=float("nan"))), child=True, neighbour=True)
 case("flow-old-order", "obscure: gradient_flow", "the old positional order: bare 'takes 3 positional arguments'",
-     "gradient_flow(As, ys, M0, ts)", "M0",
-     lambda: _flow(None, None, _data().As, _data().ys, 0.01 * _np().eye(3), _np().linspace(0, 1, 5)),
-     shows=("NQFData",))
+     "gradient_flow(As, ys, ts) (0.x's arrays where 1.0 takes M0 and an NQFData)", "data",
+     lambda: _flow(None, None, _data().As, _data().ys, _np().linspace(0, 1, 5)), shows=("NQFData", "got"))
 case("flow-swapped", "obscure: gradient_flow", "", "gradient_flow(data, M0, ts) (data first)", "data",
      lambda: _flow(None, None, _data(), 0.01 * _np().eye(3), _np().linspace(0, 1, 5)),
      shows=("must", "got", "gradient_flow(M0, data, ts"), neighbour=True)
@@ -392,8 +396,8 @@ case("opt-nesterov-1", "silent: optimizer", "", "optimizer('sgd', 0.1, momentum=
 
 # ------------------------------------------------------------------ silent: diagnose
 case("diag-n_probe-0", "silent: diagnose", "`n_probe=0`: 'never parts', 'valid until the end' from no probes",
-     "diagnose(n_probe=0)", "n_probe", lambda: _diag(n_probe=0))
-case("diag-n_probe-2.5", "silent: diagnose", "", "diagnose(n_probe=2.5)", "n_probe", lambda: _diag(n_probe=2.5),
+     "diagnose(track=Track(probe=0))", "probe", lambda: _diag(n_probe=0))
+case("diag-n_probe-2.5", "silent: diagnose", "", "diagnose(track=Track(probe=2.5))", "probe", lambda: _diag(n_probe=2.5),
      neighbour=True)
 case("diag-lr-1e3", "silent: diagnose", "lr 1e3: loss 1e109, a plateau table, only numpy's overflow warning",
      "diagnose(optax.sgd(1e3), 40 steps)", "", lambda: _diag(opt=__import__("optax").sgd(1e3), steps=40),
@@ -445,9 +449,9 @@ def _runner(chapter: str, *params: str) -> list[str]:
 
 _R = "runner"
 case("run-width", _R, "`-p width=-3` starts executing", "ch10 -p width=-3", "width", runner=_runner("ch10", "width=-3"))
-case("run-threshold-1.5", _R5 + "silent", "ch10 `-p threshold=1.5` (declared a positive float, diagnose needs a "
+case("run-threshold-1.5", "round 5: silent", "ch10 `-p threshold=1.5` (declared a positive float, diagnose needs a "
      "fraction) starts executing", "ch10 -p threshold=1.5", "threshold", runner=_runner("ch10", "threshold=1.5"))
-case("run-seed-neg", _R5 + "silent", "", "ch10 -p seed=-1", "seed", runner=_runner("ch10", "seed=-1"),
+case("run-seed-neg", "round 5: silent", "", "ch10 -p seed=-1", "seed", runner=_runner("ch10", "seed=-1"),
      neighbour=True)
 case("run-eta-0", _R, "", "ch10 -p eta=0", "eta", runner=_runner("ch10", "eta=0"), neighbour=True)
 case("run-rays", _R, "`-p rays=-1` starts executing", "ch01 -p rays=-1", "rays", runner=_runner("ch01", "rays=-1"))
