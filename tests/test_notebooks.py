@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,4 +142,8 @@ def test_a_real_parameter_reruns_the_chapter_through_papermill_and_the_runner(tm
     assert base[0].keys() == changed[0].keys()
     assert any(base[0][k] != changed[0][k] for k in base[0]), "no glued number depends on `rays`"
     assert any(base[1][k] != changed[1].get(k) for k in base[1]), "no figure depends on `rays`"
-    assert runner[0] == changed[0], "the runner's -p and papermill's -p disagree"
+    # the lines under the figures name the commit, which the copy without a git history cannot know
+    def numbers(glued):
+        return {k: re.sub(r"commit `[^`]*`", "commit", v) if k.endswith("_provenance") else v for k, v in glued.items()}
+
+    assert numbers(runner[0]) == numbers(changed[0]), "the runner's -p and papermill's -p disagree"
