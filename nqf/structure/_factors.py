@@ -15,7 +15,7 @@ The search, on three detection samples $x_s$ (their full $A(x_s)$, $p$ Hessian-v
 
 Then $U(x)$ for every sample from $s$ Hessian-vector products each. The factors are accepted only if they rebuild
 $A(x_s)$ on the detection samples and the NQF's outputs equal the matrix-free NQF's (nested ``jax.jvp``) on the
-first four samples and the detection samples at $W(0)$ and two other weights, both to :data:`_MATCH_TOL` relative;
+samples at $W(0)$ and two generic weights, both to :data:`_MATCH_TOL` relative;
 otherwise :func:`low_rank_form` returns ``None`` and the NQF is evaluated matrix-free."""
 
 from __future__ import annotations
@@ -126,13 +126,31 @@ def _output_gap(apply, tr, frozen, packing, xs, U, V, Ws):
     return jax.vmap(gap)(Ws)
 
 
+def _generic(shape, phase):
+    """A fixed, generic, full-rank array without a key: column ``j`` is ``sin(phase + j + i omega_j)`` over rows
+    ``i``, the frequencies ``omega_j`` distinct in (0, pi) (``quasi_random``'s ``sin`` of one arithmetic sequence,
+    reshaped, has rank two: no sketch and no generic ``W``)."""
+    i = np.arange(1, shape[0] + 1)[:, None]
+    j = np.arange(1, shape[1] + 1)[None, :]
+    return np.sin(phase + j + i * np.pi * np.modf(j * 0.6180339887498949)[0])
+
+
+def _range(M, phase):
+    """Orthonormal basis of the column space of a wide ``M`` ``(p, N)``: the SVD of the sketch ``M Omega``
+    (``Omega`` ``(N, p)`` fixed and generic, :func:`_generic`: the same range), singular values above
+    :data:`_RANK_TOL` of the largest; the ``(p, p)`` SVD costs a fraction of the wide one's (and loses less to
+    thread contention beside XLA's)."""
+    Y = M @ _generic((M.shape[1], M.shape[0]), phase) if M.shape[1] > M.shape[0] else M
+    U, sv, _ = np.linalg.svd(Y, full_matrices=False)
+    return U[:, sv > _RANK_TOL * sv[0]] if sv.size and sv[0] > 0 else U[:, :0]
+
+
 def _shared_subspace(H, scale):
     """Orthonormal basis ``(p, s)`` of the directions shared by the column spaces of every sample's ``H`` stack."""
     n, o, p, _ = H.shape
     E = None
     for s in range(n):
-        Q, sv, _ = np.linalg.svd(np.transpose(H[s], (1, 0, 2)).reshape(p, o * p), full_matrices=False)
-        Q = Q[:, sv > _RANK_TOL * scale]
+        Q = _range(np.transpose(H[s], (1, 0, 2)).reshape(p, o * p), 0.5 + s)
         if E is None:
             E = Q
             continue
@@ -163,11 +181,11 @@ def _factor_basis(H, E, scale):
     if np.max(np.abs(perp @ H @ perp)) > _FIT_TOL * scale:
         return None  # a part outside the shared subspace on both sides: not of the form
     G = [np.transpose(perp @ H[k] @ E, (1, 0, 2)).reshape(p, o * s) for k in range(n)]
-    _, sv, Vt = np.linalg.svd(G[0], full_matrices=False)
-    r = int(np.sum(sv > _RANK_TOL * scale))
-    if r == 0:
-        return None
-    Cst = Vt[:r]
+    if np.max(np.abs(G[0])) <= _FIT_TOL * scale:
+        return None  # nothing outside the shared subspace: no U(x) to find
+    Ub = _range(G[0], 4.5)
+    r = Ub.shape[1]
+    Cst = np.linalg.qr((Ub.T @ G[0]).T)[0].T  # (r, o s): orthonormal rows spanning G's row space
     for g in G[1:]:
         if np.linalg.norm(g - (g @ Cst.T) @ Cst) > _FIT_TOL * max(np.linalg.norm(g), scale):
             return None  # the output mixing C_o differs between samples
@@ -233,8 +251,7 @@ def low_rank_form(apply, packing, tr, frozen, xs) -> LowRankForm | None:
     UV = np.einsum("mpk,qko->mopq", Uh[pick], V)
     if not np.max(np.abs(UV + np.swapaxes(UV, -1, -2) - H)) <= _MATCH_TOL * scale:  # 2 A rebuilt
         return None
-    Ws = jnp.asarray(np.stack([np.asarray(W0), np.asarray(quasi_random((p, d), 1.1)),
-                               0.1 * np.asarray(quasi_random((p, d), 2.3))]), dtype)
+    Ws = jnp.asarray(np.stack([np.asarray(W0), _generic((p, d), 1.1), 0.1 * _generic((p, d), 2.3)]), dtype)
     Vj = jnp.asarray(V, dtype)
     err, sc = (np.asarray(v) for v in _output_gap(apply, tr, frozen, packing, xs, U, Vj, Ws))
     if not np.all(err <= _MATCH_TOL * np.maximum(sc, 1e-300)):
