@@ -172,8 +172,10 @@ class Diagnosis(NamedTuple):
                          + ", ".join(f"{path} {shape}" for path, shape in r.frozen))
         else:
             lines.append("  frozen leaves: none (every leaf has a neuron axis)")
-        form = ("through rank-two factors of A(x), a(x)^T W W^T b_o" if r.form == "rank-two"
-                else "matrix-free (nested jvp of the model at 0)")
+        form = {"rank-two": "through rank-two factors of A(x), a(x)^T W W^T b_o",
+                "low-rank": "through low-rank factors of A(x) = (U(x) V_o^T + V_o U(x)^T)/2, Tr[V_o^T W W^T U(x)]",
+                "structure": "through the A(x) stack, Tr[W W^T A(x)]"}.get(
+                    r.form, "matrix-free (nested jvp of the model at 0)")
         stack = ("also formed (for the flow reference and the drive)" if r.As is not None
                  else "not formed (too large)")
         lines.append(f"  NQF trained {form}; the full A(x) stack {stack}")
