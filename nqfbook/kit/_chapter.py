@@ -126,14 +126,7 @@ def interactive_settings(fidelity: str, out_dir: str | os.PathLike, *,
 def _history() -> list[str]:
     """The sources of the cells executed so far in this kernel (empty outside IPython, and for a shell that ran
     nothing: ``In[0]`` is always ``""``, and an ``InteractiveShell.instance()`` made by a library call is no session)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency of the book
-        return []
-    ip = get_ipython()
-    if ip is None:
-        return []
-    return [h for h in ip.user_ns.get("In", []) if isinstance(h, str) and h]
+    return [h for h in _provenance.cells_run() if h]
 
 
 def _injected(history: list[str]) -> bool:

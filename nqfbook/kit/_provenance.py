@@ -146,14 +146,14 @@ def chapter_parameters() -> dict[str, Any]:
     reader's ``-p`` values), with their values; ``{}`` in an interactive kernel."""
     from ._parameters import declared_parameters
 
-    injected = [h for h in _cells_run() if h.lstrip().startswith("# Parameters\n")]
+    injected = [h for h in cells_run() if h.lstrip().startswith("# Parameters\n")]
     if not injected:
         return {}
     values = declared_parameters(injected[-1])
     return {k: v for k, (v, _) in values.items() if k not in ("fidelity", "out_dir") and v is not ...}
 
 
-def _cells_run() -> list:
+def cells_run() -> list:
     """``In``: the sources of the cells this kernel ran (``[]`` outside IPython)."""
     try:
         from IPython import get_ipython
@@ -171,18 +171,15 @@ def _notebook_name(chapter: str) -> str:
 
 def _drawing_cell() -> tuple[int, list[str]]:
     """The source notebook's code-cell number of the running cell (0 outside a kernel), and the recipes."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return 0, []
-    ip = get_ipython()
-    history = ip.user_ns.get("In", []) if ip is not None else []
+    history = cells_run()
     n = len(history) - 1  # the running cell is the last of ``In`` (IPython's execution_count is already n + 1)
     if n < 1 or not isinstance(history[n], str):
         return 0, []
     injected = sum(1 for h in history[1:n] if isinstance(h, str) and h.lstrip().startswith("# Parameters\n"))
     cells = [history[n], *_defining_cells(history[1:n], history[n])]
-    return n - injected, _recipes_called(cells, ip.user_ns)
+    from IPython import get_ipython
+
+    return n - injected, _recipes_called(cells, get_ipython().user_ns)
 
 
 def _defining_cells(earlier: list[str], cell: str) -> list[str]:
