@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import invalid
-from ..model._linearised import LinearisedFit, LinearisedRecord
+from ..model._linearised import LinearisedFit, LinearisedKernelFit, LinearisedRecord, kernel_form
 from ..training import Agreement, Runs, train
 
 HALF = 0.5  #: the package's one half-way rule (``nqf.solutions._plateaus.HALF``)
@@ -53,12 +53,17 @@ class LinearisedRun(NamedTuple):
 
 
 def linearised_run(q, params, data, optimizer, loss, num_steps: int, every: int, probe) -> LinearisedRun:
-    """Train the model linearised at ``params`` (its W(0)) for ``num_steps`` and record its error on ``probe``."""
+    """Train the model linearised at ``params`` (its W(0)) for ``num_steps`` and record its error on ``probe``; in the
+    exact Gauss-Newton form under an MSE loss when its Jacobian is small enough (``nqf.model._linearised``),
+    matrix-free otherwise."""
     tr0, frozen, _ = q.split(params)
     xs = jax.tree_util.tree_map(jnp.asarray, data[0])
     ys = jnp.asarray(data[1])
     args = {"tr0": tr0, "frozen": frozen, "probe": probe}
-    run = train(LinearisedFit(q.apply, loss), tr0, optimizer, num_steps=num_steps, data=(xs, ys), args=args,
+    kernel = kernel_form(q.apply, tr0, frozen, (xs, ys), probe, loss)
+    fit, batch = (LinearisedFit(q.apply, loss), (xs, ys)) if kernel is None else (LinearisedKernelFit(), None)
+    args.update(kernel or {})
+    run = train(fit, tr0, optimizer, num_steps=num_steps, data=batch, args=args,
                 record=LinearisedRecord(q.apply), runs=Runs(every, (), "ignore"))
     rec = run.record
     with np.errstate(all="ignore"):
@@ -69,7 +74,7 @@ def linearised_run(q, params, data, optimizer, loss, num_steps: int, every: int,
         err = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
     err[0] = 0.0  # at W(0) the surrogate is the model by construction (a rounding difference over 0 change is no error)
     bl = np.asarray(run.batch_loss, dtype=float)
-    end = float(LinearisedFit(q.apply, loss)(run.params, (xs, ys), args))
+    end = float(fit(run.params, batch, args))
     L = np.concatenate([bl[::every], [end]])[:T]
     allv = np.concatenate([bl, [end]])
     diverged = bool(not np.all(np.isfinite(allv)) or np.max(np.abs(allv)) > 1e3 * max(abs(allv[0]), 1e-300))
