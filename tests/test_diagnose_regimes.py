@@ -134,7 +134,12 @@ def test_the_A_stack_is_formed_in_chunks_and_skipped_when_its_work_is_too_large(
     whole = q.structure(xs, batch=True)
     monkeypatch.setattr(P, "STACK_CHUNK", 3 * 9 * 9 * 8 * 7)  # 7 samples a chunk: 120 = 17 x 7 + 1, one padded
     np.testing.assert_array_equal(P._stack(q, None, xs, (120, 3, 9, 8)), whole)
-    monkeypatch.setattr(P, "STACK_WORK", 10)
-    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=200, regimes=("nqf",))
+    monkeypatch.setattr(P, "STACK_WORK", 10)  # the Hessians' work: a matrix-free form's stack is skipped
+    rep = nqf.diagnose(nqf.quadratic_form(tanh_mlp(), form="matrix-free"), (xs, ys), optax.sgd(0.05), num_steps=200,
+                       regimes=("nqf",))
     assert rep.run.As is None and "the full A(x) stack not formed" in str(rep)
-    assert rep.run.drive is not None  # the drive from the rank-two factors instead
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=200, regimes=("nqf",))
+    assert rep.run.As is not None and "also formed, from the factors" in str(rep)  # products of factors: no Hessian
+    monkeypatch.setattr(P, "DENSE_LIMIT", 10)  # too large to hold: not formed, the drive from the factors instead
+    rep = nqf.diagnose(tanh_mlp(), (xs, ys), optax.sgd(0.05), num_steps=200, regimes=("nqf",))
+    assert rep.run.As is None and rep.run.drive is not None

@@ -27,8 +27,9 @@ RANK_TOL = 1e-9  #: eigenvalues of D below this fraction of the largest |eigenva
 
 def drive_spectrum(loss: Callable, f0: Any, ys: Any, *, stack: Any = None, factors: Any = None) -> np.ndarray | None:
     r"""Eigenvalues of the drive $D = -\mathrm{sym}\,\partial\mathcal L/\partial M$ at $M = 0$, descending, ``(p,)``;
-    from the $A(x)$ ``stack`` ``(m, *o, p, p)`` or the rank-two ``factors`` ``(a, B)``
-    ($\mathrm{Tr}[MA^{(o)}(x_\mu)] = a_\mu^\top M b_o$); None when neither is given."""
+    from the $A(x)$ ``stack`` ``(m, *o, p, p)`` or the ``factors`` of a factored form: rank-two ``(a, B)``
+    ($\mathrm{Tr}[MA^{(o)}(x_\mu)] = a_\mu^\top M b_o$) or low-rank ``(U, V)``, ``U`` ``(m, p, r)``
+    ($\sum_k u_{\mu k}^\top M v_{k,o}$); None when neither is given."""
     f0 = jnp.asarray(f0)
     if stack is not None:
         p = stack.shape[-1]
@@ -37,10 +38,11 @@ def drive_spectrum(loss: Callable, f0: Any, ys: Any, *, stack: Any = None, facto
             return loss(f0 + jnp.einsum("m...ij,ij->m...", stack, M), ys)
     elif factors is not None:
         a, B = factors
-        p = a.shape[-1]
+        p = a.shape[1]
 
         def L(M):
-            return loss(f0 + jnp.reshape((a @ M) @ B, f0.shape), ys)
+            Q = (a @ M) @ B if a.ndim == 2 else jnp.einsum("mik,ij,jko->mo", a, M, B)
+            return loss(f0 + jnp.reshape(Q, f0.shape), ys)
     else:
         return None
     G = np.asarray(jax.grad(L)(jnp.zeros((p, p), f0.dtype)), dtype=float)

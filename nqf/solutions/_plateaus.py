@@ -23,6 +23,7 @@ from .._types import ArrayLike
 from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
+from ..structure._factors import factor_stack
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
 from ._drive import drive_spectrum, driven_count, driven_modes
 from ._regimes import REGIMES, check_regimes, describes, half_way, linearised_run, valid_until
@@ -176,8 +177,8 @@ class Diagnosis(NamedTuple):
                 "low-rank": "through low-rank factors of A(x) = (U(x) V_o^T + V_o U(x)^T)/2, Tr[V_o^T W W^T U(x)]",
                 "structure": "through the A(x) stack, Tr[W W^T A(x)]"}.get(
                     r.form, "matrix-free (nested jvp of the model at 0)")
-        stack = ("also formed (for the flow reference and the drive)" if r.As is not None
-                 else "not formed (too large)")
+        stack = (("also formed, from the factors" if r.form in ("rank-two", "low-rank") else "also formed")
+                 + " (for the flow reference and the drive)" if r.As is not None else "not formed (too large)")
         lines.append(f"  NQF trained {form}; the full A(x) stack {stack}")
         lines.append(f"  loss: {r.loss}")
         lines.append(f"  optimiser: {r.optimizer.describe()}"
@@ -308,7 +309,7 @@ def _table_lines(r: ModelRun, pl: PlateauEnds) -> list[str]:
     """The plateau table: the modes the data drive (judged), then the others (listed apart, never judged)."""
     n_plus = driven_count(r.drive)
     if n_plus is None:
-        lines = ["  modes the data drive: not computed (neither the A(x) stack nor rank-two factors): every learned "
+        lines = ["  modes the data drive: not computed (neither the A(x) stack nor factors of it): every learned "
                  "mode is judged"]
     else:
         lines = [f"  modes the data drive: {n_plus} (positive eigenvalues of the drive -dL/dM at W = 0); a mode is "
@@ -569,14 +570,17 @@ def _stack(q, params, xs, sizes):
 
 
 def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
-    """The dense A(x) stack (when small enough) and the NQF's flow from M(0) (when ``eta`` is known)."""
-    params, m, o, p = run_inputs
+    """The dense A(x) stack (when small enough: from a factored form's factors, else from Hessians) and the NQF's
+    flow from M(0) (when ``eta`` is known)."""
+    params, m, o, p, (kind, a, B) = run_inputs
     As = nqf_data = None
     fts = floss = feigs = np.zeros((0,))
-    if m * o * p * p <= DENSE_LIMIT and m * o * p * p * W0.shape[1] <= STACK_WORK:
+    if m * o * p * p <= DENSE_LIMIT and kind in ("rank-two", "low-rank") and a is not None:
+        As = jnp.reshape(factor_stack(kind, a, B), jnp.shape(f0) + (p, p))
+    elif m * o * p * p <= DENSE_LIMIT and m * o * p * p * W0.shape[1] <= STACK_WORK:
         As = _stack(q, params, xs, (m, o, p, W0.shape[1]))
-        if As.ndim <= 4:
-            nqf_data = NQFData(As, ys, f0=f0)
+    if As is not None and As.ndim <= 4:
+        nqf_data = NQFData(As, ys, f0=f0)
     if eta is not None and nqf_data is not None:
         fts = log_times(t_end, int(flow_points), t_min=eta)
         sol = gradient_flow(W0 @ W0.T, nqf_data, fts, options=ODEOptions(rtol=1e-6, atol=1e-12, solver="tsit5"))
@@ -681,7 +685,8 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
     xs = jax.tree_util.tree_map(jnp.asarray, data[0])
     eta = None if (sm.per_step is None or time_factor is None) else sm.per_step * time_factor
     flow_eta = None if diverged else eta
-    As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p), q, xs, ys, c.offsets[0], W0, flow_eta,
+    As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p, (c.form, *c.factors)), q, xs, ys, c.offsets[0], W0,
+                                            flow_eta,
                                             None if eta is None else eta * steps_q[-1], FLOW_POINTS, time_factor)
     drive = None if diverged else _drive(q, params, (xs, ys), loss, As, c)
     lin = None
@@ -702,11 +707,11 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
 
 
 def _drive(q, params, data, loss, As, c):
-    """The drive's spectrum (``nqf.solutions._drive``) from the A(x) stack, else from the rank-two factors."""
+    """The drive's spectrum (``nqf.solutions._drive``) from the A(x) stack, else from the factors of a factored form
+    (rank-two or low-rank: the ones the runs used)."""
     xs, ys = data
     if As is not None:
         return drive_spectrum(loss, c.offsets[0], ys, stack=As)
-    if c.form != "rank-two":
+    if c.form not in ("rank-two", "low-rank") or c.factors[0] is None:
         return None
-    parts, evaluation, _ = q.parts(params, [xs])
-    return drive_spectrum(loss, parts[0][0], ys, factors=(parts[0][1], evaluation.B))
+    return drive_spectrum(loss, c.offsets[0], ys, factors=c.factors)

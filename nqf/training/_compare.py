@@ -101,6 +101,7 @@ class Comparison(NamedTuple):
     form: str = "matrix-free"  #: how the NQF was evaluated
     hypotheses: HypothesisCheck | None = None  #: Theorem 1's probes at the first input
     offsets: tuple = (None, None)  #: $f_x(0)$ on the training and on the probe inputs (None: not computed)
+    factors: tuple = (None, None)  #: a factored form's per-sample and fixed factors on the training inputs
 
 
 class Fit(eqx.Module):
@@ -374,7 +375,8 @@ def compare_with_nqf(model: Any, data: Any, optimizer: Any, *, num_steps: int, p
             runs[name].record["step_loss"] = np.concatenate([np.asarray(runs[name].batch_loss)[..., ::every],
                                                              last[..., None]], axis=-1)
     return _comparison(runs, track, batched, frozen, (form_gap, evaluation.kind, chk,
-                                                              (parts[0][0], None if probe is None else probe[1])))
+                                                              (parts[0][0], None if probe is None else probe[1]),
+                                                              (parts[0][1], evaluation.B)))
 
 
 def _comparison(runs, track, batched, frozen, extra) -> Comparison:
