@@ -1,19 +1,21 @@
-"""Where ``nqf.diagnose``'s time goes on attention (issue 51, item 5), against training the model alone.
+"""Where ``nqf.diagnose``'s time goes on a library model (issue 51, item 5), against training the model alone.
 
-    .venv/bin/python benchmarks/diagnose_attention_cost.py [--samples 400] [--steps 3000] [--out PATH]
+    .venv/bin/python benchmarks/diagnose_attention_cost.py [--model equinox|flax|cnn] [--samples 400] [--steps 3000]
 
-The model: equinox's ``MultiheadAttention`` as self-attention (chapter 10's recipe ``make_attention``: 4 heads of
-size 3, width 6, heads declared as ``nqf.structure.Blocks``), init N(0, 1e-3^2), 5 tokens, targets a rank-2 map of
-the token mean (``token_teacher``), full-batch ``optax.sgd(0.1)`` (the issue's sizes: 400 samples, 3,000 steps).
+The models (``library_models.py``): equinox's ``MultiheadAttention`` as self-attention (chapter 10's
+``make_attention``: 4 heads of size 3, width 6, heads declared as ``nqf.structure.Blocks``), flax linen's
+``MultiHeadDotProductAttention`` of the same sizes (heads on the kernels' head axis), both on ``token_teacher`` (5
+tokens), and an equinox ``Conv1d`` CNN with a pooled readout on ``cnn_teacher``; init N(0, 1e-3^2), full-batch
+``optax.sgd`` at ``LEARNING_RATE[model]`` (the issue's sizes: 400 samples, 3,000 steps).
 
 * **training alone**: a plain ``jax.lax.scan`` of ``optax`` updates on the model's loss, written here without
-  ``nqf``, in a fresh process, compile included (wall time of the subprocess's timed block);
-* **diagnose**: ``nqf.diagnose`` with default options, in this process, under ``cProfile``: the wall time of its
-  phases (the two side-by-side runs, the A(x) stack, Theorem 1's probes, the fast-form search, the linearised run,
-  the drive) and the number of compilations (lowerings, ``jax.monitoring``) in it.
+  ``nqf``, in a fresh process, compile included (wall time of the subprocess from before ``import jax``);
+* **diagnose**: ``nqf.diagnose`` with default options, in this process, under ``cProfile`` (its overhead counts
+  against diagnose): the wall time of its phases (the two side-by-side runs, the A(x) stack, Theorem 1's probes, the
+  fast-form search, the linearised run, the drive) and the time spent compiling.
 
 Also a CPU reference figure (``bench_book.cpu_reference``) and the load average beside each timing (the machine
-is shared). Writes ``benchmarks/diagnose-attention-cost.json`` with the commit. Measures; asserts nothing.
+is shared). Writes the model's entry of ``benchmarks/diagnose-cost.json`` with the commit. Measures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,23 +32,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = Path(__file__).resolve().parent / "diagnose-attention-cost.json"
+OUT = Path(__file__).resolve().parent / "diagnose-cost.json"
 
 _TRAIN_ALONE = r"""
 import sys, time
-sys.path.insert(0, {nb!r})
+sys.path.insert(0, {bench!r})
 t0 = time.perf_counter()
 import jax
 jax.config.update("jax_enable_x64", True)
 import equinox as eqx, jax.numpy as jnp, optax
-from ch10_models import make_attention, token_teacher
-model, _ = make_attention(jax.random.PRNGKey(0))
-xs, ys = (jnp.asarray(a) for a in token_teacher(1, {m}))
-tr, static = eqx.partition(model, eqx.is_array)
-opt = optax.sgd(0.1)
+from library_models import LEARNING_RATE, build
+model, apply, _, xs, ys = build({name!r}, 0, {m})
+if apply is None:
+    tr, static = eqx.partition(model, eqx.is_array)
+    f = lambda tr, x: eqx.combine(tr, static)(x)
+else:
+    tr, f = model, apply
+opt = optax.sgd(LEARNING_RATE[{name!r}])
 def loss(tr):
-    out = jax.vmap(eqx.combine(tr, static))(xs)
-    return jnp.mean(jnp.sum((out - ys) ** 2, axis=(1, 2)))
+    out = jax.vmap(lambda x: f(tr, x))(xs)
+    return jnp.mean(jnp.sum((out - ys).reshape(ys.shape[0], -1) ** 2, axis=1))
 @jax.jit
 def run(tr):
     def step(c, _):
@@ -79,6 +84,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=400)
     ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--model", default="equinox", choices=["equinox", "flax", "cnn"])
     ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "notebooks"))
@@ -87,7 +93,7 @@ def main(argv=None) -> dict:
 
     ref = cpu_reference(Path(sys.executable))
     load0 = os.getloadavg()[0]
-    code = _TRAIN_ALONE.format(nb=str(ROOT / "notebooks"), m=a.samples, steps=a.steps)
+    code = _TRAIN_ALONE.format(bench=str(ROOT / "benchmarks"), name=a.model, m=a.samples, steps=a.steps)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     run_s, process_s, l0, l1 = (float(v) for v in out.stdout.split())
     load1 = os.getloadavg()[0]
@@ -99,17 +105,18 @@ def main(argv=None) -> dict:
     import optax
 
     import nqf
-    from ch10_models import make_attention, token_teacher
+    from library_models import LEARNING_RATE, build
 
-    model, axes = make_attention(jax.random.PRNGKey(0))
-    xs, ys = (jnp.asarray(v) for v in token_teacher(1, a.samples))
+    model, apply, axes, xs, ys = build(a.model, 0, a.samples)
+    q = nqf.quadratic_form(model if apply is None else apply, neuron_axes=axes)
     lowerings = []
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, duration, **_: lowerings.append(duration) if event == "/jax/compilation_cache/compile_requests_use_cache" or event.endswith("jaxpr_to_mlir_module_duration") else None)
     prof = cProfile.Profile()
     t = time.perf_counter()
     prof.enable()
-    rep = nqf.diagnose(nqf.quadratic_form(model, neuron_axes=axes), (xs, ys), optax.sgd(0.1), num_steps=a.steps)
+    rep = nqf.diagnose(q, (xs, ys), optax.sgd(LEARNING_RATE[a.model]), num_steps=a.steps,
+                       params=None if apply is None else model)
     prof.disable()
     diag_s = time.perf_counter() - t
     load2 = os.getloadavg()[0]
@@ -125,8 +132,8 @@ def main(argv=None) -> dict:
     result = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
         "cpu_reference": ref,
-        "settings": {"model": "equinox MultiheadAttention, 4 heads of 3, width 6, 5 tokens (heads as Blocks)",
-                     "samples": a.samples, "steps": a.steps, "optimizer": "optax.sgd(0.1)", "init": 1e-3},
+        "settings": {"model": a.model, "samples": a.samples, "steps": a.steps,
+                     "optimizer": f"optax.sgd({LEARNING_RATE[a.model]})", "init": 1e-3},
         "train_alone": {"process_s": round(process_s, 2), "compiled_run_s": round(run_s, 2),
                         "loss": [l0, l1], "load_before": load0},
         "diagnose": {"seconds": round(diag_s, 2), "load_before": load1, "load_after": load2,
@@ -135,7 +142,10 @@ def main(argv=None) -> dict:
         "ratio": round(diag_s / process_s, 2),
         "report": str(rep),
     }
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    out = Path(a.out)
+    record = json.loads(out.read_text()) if out.exists() else {}
+    record[a.model] = result  # one entry per model, each with its own commit and CPU reference
+    out.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "report"}, indent=1))
     return result
 
