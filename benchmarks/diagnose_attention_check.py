@@ -1,15 +1,14 @@
-"""Library attention layers (issue 51, Done-when 1): equinox's with its heads as blocks, flax linen's with its head
-axis; every plateau end ``nqf.diagnose`` calls valid against a plain-JAX/optax loop written here without ``nqf``.
+"""Library models (issue 51, Done-when 1): equinox attention with its heads as blocks, flax linen attention with its
+head axis, an equinox Conv1d CNN with a pooled readout (``library_models.py``); every plateau end ``nqf.diagnose``
+calls valid against a plain-JAX/optax loop written here without ``nqf``.
 
-    .venv/bin/python benchmarks/diagnose_attention_check.py [--samples 120] [--steps 600] [--seeds 0 1 2]
+    .venv/bin/python benchmarks/diagnose_attention_check.py [--samples 120] [--steps N] [--seeds 0 1 2]
 
-The models: chapter 10's ``make_attention`` (equinox ``MultiheadAttention``, 4 heads of 3, width 6; heads declared
-as ``nqf.structure.Blocks``) and flax linen's ``MultiHeadDotProductAttention`` of the same sizes (no biases; its
-kernels' head axis is the neuron axis), init N(0, 1e-3^2), 5 tokens, ``token_teacher`` targets, full-batch
-``optax.sgd(0.1)``.
-The own loop trains every leaf with ``jax.grad`` of the loss written out and ``optax`` in a ``lax.scan``, records
-the Gram matrix of the heads (each head's rows of the q/k/v projections and columns of the output projection,
-found by reshaping, not by nqf's packing) every ``record_every`` steps, and its plateau ends are read by the rule
+The models and their data are ``library_models.build``'s (init N(0, 1e-3^2), full-batch ``optax.sgd`` at
+``LEARNING_RATE[model]``), run for ``STEPS[model]`` steps unless ``--steps`` is given (the CNN's third mode ends
+near step 1,700). The own loop trains every leaf with ``jax.grad`` of the loss written out and ``optax`` in a
+``lax.scan``, records the Gram matrix of the neurons (each neuron's parameters found by reshaping,
+``library_models.heads``, not by nqf's packing) every ``record_every`` steps, and its plateau ends are read by the rule
 (half of each level the prediction learned). Writes ``benchmarks/diagnose-attention-check.json``. Measures; asserts
 nothing.
 """
@@ -36,44 +35,11 @@ import nqf  # noqa: E402
 from nqf.solutions._plateaus import mode_plateau_ends  # noqa: E402  (the rule)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "notebooks"))
-from ch10_models import make_attention, token_teacher  # noqa: E402
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from library_models import LEARNING_RATE, MODELS, build, heads  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "diagnose-attention-check.json"
-
-
-def _eqx_heads(p):
-    m = p.mha
-    h = m.num_heads
-    rows = [w.weight.reshape(h, -1) for w in (m.query_proj, m.key_proj, m.value_proj)]
-    o = m.output_proj.weight  # (width, h * vo): head i is columns [i vo, (i + 1) vo)
-    rows.append(jnp.moveaxis(o.reshape(o.shape[0], h, -1), 1, 0).reshape(h, -1))
-    return jnp.concatenate(rows, axis=1)  # (heads, p)
-
-
-def _flax_heads(v):
-    k = v["params"]
-    h = k["out"]["kernel"].shape[0]
-    rows = [jnp.moveaxis(k[n]["kernel"], 1, 0).reshape(h, -1) for n in ("query", "key", "value")]
-    rows.append(k["out"]["kernel"].reshape(h, -1))
-    return jnp.concatenate(rows, axis=1)
-
-
-def flax_attention(seed):
-    import flax.linen as nn
-
-    att = nn.MultiHeadDotProductAttention(num_heads=4, qkv_features=12, out_features=6, use_bias=False,
-                                          param_dtype=jnp.float64, dtype=jnp.float64)
-    x0 = jnp.zeros((5, 6))
-    v = att.init(jax.random.PRNGKey(seed), x0, x0)
-    keys = iter(jax.random.split(jax.random.PRNGKey(seed), 4))
-    v = jax.tree_util.tree_map(lambda a: 1e-3 * jax.random.normal(next(keys), a.shape), v)
-
-    def apply(v, x):
-        return att.apply(v, x, x)
-
-    axes = {"params": {"query": {"kernel": 1}, "key": {"kernel": 1}, "value": {"kernel": 1}, "out": {"kernel": 0}}}
-    return v, apply, axes
+STEPS = {"equinox": 600, "flax": 600, "cnn": 2400}  #: steps per model (each model's judged modes end within them)
 
 
 def own_loop(params, f, heads, xs, ys, opt, steps, every):
@@ -107,26 +73,25 @@ def own_loop(params, f, heads, xs, ys, opt, steps, every):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=120)
-    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--models", nargs="+", default=["equinox", "flax"], choices=["equinox", "flax"])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
-    opt = optax.sgd(0.1)
     runs = []
     for kind, seed in [(k, s) for k in a.models for s in a.seeds]:
-        xs, ys = (jnp.asarray(v) for v in token_teacher(seed + 1, a.samples))
-        if kind == "equinox":
-            model, axes = make_attention(jax.random.PRNGKey(seed))
-            rep = nqf.diagnose(nqf.quadratic_form(model, neuron_axes=axes), (xs, ys), opt, num_steps=a.steps)
+        opt, steps = optax.sgd(LEARNING_RATE[kind]), a.steps or STEPS[kind]
+        model, apply, axes, xs, ys = build(kind, seed, a.samples)
+        if apply is None:  # an equinox Module: its arrays are the parameters
+            q = nqf.quadratic_form(model, neuron_axes=axes)
+            rep = nqf.diagnose(q, (xs, ys), opt, num_steps=steps)
             params, static = eqx.partition(model, eqx.is_array)
-            st, eigs = own_loop(params, lambda p, x: eqx.combine(p, static)(x), _eqx_heads, xs, ys, opt, a.steps,
-                                rep.run.record_every)
+            f = lambda p, x, static=static: eqx.combine(p, static)(x)  # noqa: E731
         else:
-            params, apply, axes = flax_attention(seed)
-            rep = nqf.diagnose(nqf.quadratic_form(apply, neuron_axes=axes), (xs, ys), opt, num_steps=a.steps,
-                               params=params)
-            st, eigs = own_loop(params, apply, _flax_heads, xs, ys, opt, a.steps, rep.run.record_every)
+            rep = nqf.diagnose(nqf.quadratic_form(apply, neuron_axes=axes), (xs, ys), opt, num_steps=steps,
+                               params=model)
+            params, f = model, apply
+        st, eigs = own_loop(params, f, lambda p, kind=kind: heads(kind, p), xs, ys, opt, steps, rep.run.record_every)
         pl = rep.plateaus
         own = mode_plateau_ends(st, eigs, pl.levels) if pl.levels.size else np.zeros(0)
         modes = [{"k": k + 1, "level": float(pl.levels[k]), "predicted": float(pl.predicted[k]),
@@ -134,7 +99,7 @@ def main(argv=None) -> dict:
                   "tolerance": float(pl.tolerance[k]), "valid": bool(pl.valid[k]),
                   "own_within_tolerance": bool(abs(own[k] / pl.predicted[k] - 1) <= pl.tolerance[k])}
                  for k in range(pl.levels.size)]
-        runs.append({"model": kind, "seed": seed, "regime": rep.regime, "modes": modes,
+        runs.append({"model": kind, "seed": seed, "steps": steps, "regime": rep.regime, "modes": modes,
                      "valid_all_within": all(m["own_within_tolerance"] for m in modes if m["valid"]),
                      "report": str(rep)})
         print(kind, seed, rep.regime, [(m["k"], m["valid"], m["own_within_tolerance"]) for m in modes], flush=True)
