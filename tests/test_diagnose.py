@@ -169,13 +169,7 @@ def test_rank_two_form_gives_the_matrix_free_prediction(reports):
     model, data, opt, steps, kw = MODELS["equinox, sgd"]
     mf = _diagnose(model, data, opt, steps, form="matrix-free", **kw)
     assert mf.run.form == "matrix-free"
-    # the whole spectrum of M along the run, and each learned mode along its direction (an unlearned direction of
-    # nearly equal eigenvalues ~1e-5 is not defined to 1e-7: it is not compared along its direction)
-    spectrum = [np.linalg.eigvalsh(np.asarray(r.run.comparison.nqf["gram"])) for r in (mf, rep)]
-    np.testing.assert_allclose(*spectrum, rtol=1e-7, atol=1e-14)
-    K = rep.plateaus.levels.size
-    assert K >= 2
-    np.testing.assert_allclose(mf.run.nqf_eigs[:, :K], rep.run.nqf_eigs[:, :K], rtol=1e-7, atol=1e-14)
+    np.testing.assert_allclose(mf.run.nqf_eigs, rep.run.nqf_eigs, rtol=1e-7, atol=1e-14)
     np.testing.assert_allclose(mf.plateaus.predicted, rep.plateaus.predicted, rtol=1e-7)
 
 

@@ -276,21 +276,3 @@ def test_chapter_10s_init_scale_sweep_recipe():
     xs, ys = _teacher(s=(1.0, 0.35))
     rows = init_scale_sweep(jax.random.PRNGKey(0), (np.asarray(xs), np.asarray(ys)), [8], [1e-3], 300)
     assert len(rows) == 1 and rows[0]["regime"] == "nqf" and set(rows[0]["valid"]) == {"nqf", "linearised"}
-
-
-def test_modes_that_switch_on_out_of_order_are_read_along_their_own_directions():
-    """Mode 2 (level 0.205) switches on at t = 10, mode 1 (level 0.4) at t = 60. The largest sorted eigenvalue follows
-    mode 2 first, which creeps past mode 1's half-way line (0.2) near t = 44: the sorted reading's crossing is decided
-    by that creep, not by mode 1. Along the learned directions each mode crosses at its own switch-on."""
-    from nqf.solutions._plateaus import mode_levels
-
-    t = np.arange(0.0, 200.0)
-    rot = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
-    lam1 = 0.4 / (1 + np.exp(-(t - 60.0)))  # half its level at t = 60
-    lam2 = (0.19 + 0.015 * (1 - np.exp(-t / 40))) / (1 + np.exp(-(t - 10.0)))  # creeps past 0.2 near t = 44
-    grams = np.einsum("ik,tk,jk->tij", rot, np.stack([lam1, lam2, 1e-6 + 0 * t], axis=1), rot)
-    levels = np.array([0.4, lam2[-1]])
-    sorted_ends = mode_plateau_ends(t, np.linalg.eigvalsh(grams)[:, ::-1], levels)
-    own = mode_plateau_ends(t, mode_levels(grams), levels)
-    np.testing.assert_allclose(own, [60.0, 10.0], atol=1.0)
-    assert abs(sorted_ends[0] - 60.0) > 5.0  # the sorted reading is off (what the CNN showed)

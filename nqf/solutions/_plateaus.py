@@ -49,28 +49,10 @@ def learned_levels(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLike, 
     return end[:k]
 
 
-def mode_levels(grams: Float[ArrayLike, "T n n"], basis: Float[ArrayLike, "S n n"] | None = None) -> np.ndarray:
-    r"""``(T, r)``: each mode of $M$ followed along its own direction over a run, $v_k^\top M(t)\,v_k$, $v_k$ the
-    $k$-th eigenvector (descending) of the last finite $M$ of ``basis`` (default: of ``grams``, the run itself;
-    diagnose reads the model along its prediction's directions, the shared eigenbasis). Sorted eigenvalues
-    would mix modes that switch on out of order: the largest eigenvalue first follows the earlier mode, and when
-    its level is half the later one's, it creeps towards the half-way line for hundreds of steps (an equinox CNN:
-    model and NQF 110 steps apart at 2 % apart in level). The sorted eigenvalues where no $M$ is finite."""
-    g = np.asarray(grams, dtype=float)
-    b = g if basis is None else np.asarray(basis, dtype=float)
-    ok = np.all(np.isfinite(b), axis=(-1, -2))
-    if not ok.any():
-        return _eigs(g)
-    V = np.linalg.eigh(b[np.flatnonzero(ok)[-1]])[1][:, ::-1]
-    with np.errstate(all="ignore"):
-        return np.einsum("pk,tpq,qk->tk", V, g, V)
-
-
 def mode_plateau_ends(times: Float[ArrayLike, " T"], eigenvalues: Float[ArrayLike, "T r"],
                       levels: Float[ArrayLike, " K"]) -> np.ndarray:
-    r"""Switch-on time of each learned mode: the first time mode $k$ (:func:`mode_levels`: $M$ along its $k$-th
-    learned direction) reaches ``HALF`` of its level $\lambda_k^\infty$ (the rule); ``(K,)``, ``inf``: not within
-    the record."""
+    r"""Switch-on time of each learned mode: the first time the $k$-th largest eigenvalue of $M$ reaches
+    ``HALF`` of its level $\lambda_k^\infty$ (the rule); ``(K,)``, ``inf``: not within the record."""
     lv = np.asarray(levels, dtype=float)
     e = np.asarray(eigenvalues, dtype=float)[:, : lv.size]
     return first_crossing(times, e, HALF * lv)
@@ -350,8 +332,7 @@ def _table_lines(r: ModelRun, pl: PlateauEnds) -> list[str]:
                f"   {err:+20.3f}   +-{pl.tolerance[k]:.3f}   {note}")
         (rows if pl.driven[k] else apart).append(row)
     if rows:
-        lines += ["  plateau ends (steps), mode k = M = W W^T along its k-th learned direction reaching half its learned "
-                  "level:",
+        lines += ["  plateau ends (steps), mode k = k-th eigenvalue of M = W W^T reaching half its learned level:",
                   head, *rows]
     if apart:
         lines += ["  modes the data do not drive (lifted by the optimiser or by noise; listed apart, never judged):",
@@ -605,7 +586,7 @@ def _flow(run_inputs, q, xs, ys, f0, W0, eta, t_end, flow_points, time_factor):
         sol = gradient_flow(W0 @ W0.T, nqf_data, fts, options=ODEOptions(rtol=1e-6, atol=1e-12, solver="tsit5"))
         Ms = np.asarray(sol.ys)
         floss = np.asarray(jax.vmap(lambda M: mse_loss(M, nqf_data))(jnp.asarray(Ms))) * time_factor
-        feigs, fts = mode_levels(Ms)[:, : min(W0.shape)], np.asarray(fts)
+        feigs, fts = _eigs(Ms)[:, : min(W0.shape)], np.asarray(fts)
     return As, nqf_data, fts, floss, feigs
 
 
@@ -699,7 +680,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
     with np.errstate(over="ignore", invalid="ignore"):  # a diverged run was reported above, with its cause
         div = _divergence(rq["model_outputs"], rq["outputs"], np.asarray(c.offsets[1]))
         T = len(c.steps)
-        eig_q, eig_m = (mode_levels(g, rq["gram"])[:, : min(p, d)] for g in (rq["gram"], rm["gram"]))
+        eig_q, eig_m = _eigs(rq["gram"])[:, : min(p, d)], _eigs(rm["gram"])[:, : min(p, d)]
     rm["loss"], steps_q = rm["step_loss"], np.arange(0, every * len(rq["gram"]), every)
     xs = jax.tree_util.tree_map(jnp.asarray, data[0])
     eta = None if (sm.per_step is None or time_factor is None) else sm.per_step * time_factor
