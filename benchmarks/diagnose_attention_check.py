@@ -101,15 +101,23 @@ def main(argv=None) -> dict:
                  for k in range(pl.levels.size)]
         runs.append({"model": kind, "seed": seed, "steps": steps, "regime": rep.regime, "modes": modes,
                      "valid_all_within": all(m["own_within_tolerance"] for m in modes if m["valid"]),
+                     "valid_misses_in_report": [m["k"] for m in modes if m["valid"] and
+                                                abs(m["diagnose_measured"] / m["predicted"] - 1) > m["tolerance"]],
                      "report": str(rep)})
         print(kind, seed, rep.regime, [(m["k"], m["valid"], m["own_within_tolerance"]) for m in modes], flush=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
               "settings": vars(a), "runs": runs,
-              "every_valid_prediction_within_tolerance": all(r["valid_all_within"] for r in runs)}
+              "every_valid_prediction_within_tolerance": all(r["valid_all_within"] for r in runs),
+              "valid_predictions": sum(m["valid"] for r in runs for m in r["modes"]),
+              "valid_outside_tolerance_own_loop": [[r["model"], r["seed"], m["k"]] for r in runs for m in r["modes"]
+                                                   if m["valid"] and not m["own_within_tolerance"]],
+              "valid_misses_in_report": [[r["model"], r["seed"], k] for r in runs for k in r["valid_misses_in_report"]]}
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    print("every valid prediction within its tolerance (own loop):", result["every_valid_prediction_within_tolerance"])
+    print("every valid prediction within its tolerance (own loop):", result["every_valid_prediction_within_tolerance"],
+          "| valid outside (own loop):", result["valid_outside_tolerance_own_loop"],
+          "| printed 'valid: MISSES':", result["valid_misses_in_report"])
     return result
 
 

@@ -178,7 +178,8 @@ def _f(v):
 def run_case(name, kind, model, data, opt, steps, kw, loss_kind):
     load0 = os.getloadavg()
     t = time.perf_counter()
-    q = nqf.quadratic_form(kw["apply"], neuron_axes=kw["neuron_axes"]) if "apply" in kw else model
+    q = (nqf.quadratic_form(kw["apply"], neuron_axes=kw["neuron_axes"]) if "apply" in kw else
+         nqf.quadratic_form(model, neuron_axes=kw["neuron_axes"]) if "neuron_axes" in kw else model)
     loss = nqf.model.MSE(outputs="mean") if kw.get("loss") == "mean" else nqf.model.mse
     rep = nqf.diagnose(q, data, opt, num_steps=steps, params=model if "apply" in kw else None, loss=loss)
     t_diag = time.perf_counter() - t
