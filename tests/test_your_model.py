@@ -276,3 +276,17 @@ def test_chapter_10s_init_scale_sweep_recipe():
     xs, ys = _teacher(s=(1.0, 0.35))
     rows = init_scale_sweep(jax.random.PRNGKey(0), (np.asarray(xs), np.asarray(ys)), [8], [1e-3], 300)
     assert len(rows) == 1 and rows[0]["regime"] == "nqf" and set(rows[0]["valid"]) == {"nqf", "linearised"}
+
+
+def test_a_prediction_that_creeps_through_its_half_way_line_is_not_judged():
+    """The tolerance assumes a switch-on: a level known to 2e moves a steep crossing by little. A logistic rise is
+    resolved; an eigenvalue that creeps through its half-way band (the largest one when a mode of half its level
+    switched on first, as in a pooled Conv1d CNN) is not, and is never called valid."""
+    from nqf.solutions._plateaus import crossing_resolved
+
+    t = np.arange(0.0, 1000.0)
+    steep = 1.0 / (1 + np.exp(-(t - 100.0) / 5.0))
+    creep = 0.5 * (0.95 + 0.1 * t / 1000.0) * (t > 50)  # through 0.5 x (1 +- 0.05) over 1000 steps
+    lam = np.stack([steep, creep], axis=1)
+    ok = crossing_resolved(t, lam, np.array([1.0, 1.0]), np.array([0.025, 0.025]), np.array([20.0, 20.0]))
+    assert ok.tolist() == [True, False]

@@ -72,6 +72,7 @@ class PlateauEnds(NamedTuple):
     tolerance: np.ndarray  #: (K,) allowed |measured / predicted - 1|: 2 * divergence + two recording intervals
     driven: np.ndarray = np.zeros((0,), bool)  #: (K,) bool: driven by the data (``nqf.solutions._drive``'s rule)
     floor: float = float("nan")  #: the undriven modes' largest end level (0: none; nan: no drive computed)
+    resolved: np.ndarray = np.zeros((0,), bool)  #: (K,) bool: the prediction rises through its half-way band in time
 
 
 def running_mean(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -323,6 +324,8 @@ def _table_lines(r: ModelRun, pl: PlateauEnds) -> list[str]:
             note = "not judged"
         elif not pl.within_run[k]:
             note = "after the run"
+        elif pl.resolved.size and not pl.resolved[k] and 2.0 * pl.divergence[k] <= r.threshold:
+            note = "slow crossing (not judged)"
         elif not pl.valid[k]:
             note = "beyond the range of validity"
         else:
@@ -361,8 +364,25 @@ def read_plateaus(run: ModelRun) -> PlateauEnds:
         tol = 2.0 * div + 2.0 * run.record_every / pred
     within = pred <= run.num_steps
     driven, floor = driven_modes(levels, run.nqf_eigs[-1], driven_count(run.drive), HALF)
-    valid = within & driven & (2.0 * div <= run.threshold)
-    return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol, driven, floor)
+    resolved = crossing_resolved(qs, run.nqf_eigs, levels, div, tol * pred)
+    valid = within & driven & resolved & (2.0 * div <= run.threshold)
+    return PlateauEnds(levels, pred, mod, flow, lag, div, valid, within, tol, driven, floor, resolved)
+
+
+def crossing_resolved(times, eigenvalues, levels, error, allowed) -> np.ndarray:
+    r"""``(K,)`` bool: the prediction's mode $k$ rises through the band $\mathrm{HALF}\,\lambda_k^\infty
+    (1 \pm 2\bar e_k)$ within ``allowed[k]`` steps (its tolerance in steps). The tolerance assumes a switch-on: a
+    level known to $2\bar e$ (what the quadratic-regime error allows) moves a steep crossing by less than that. An
+    eigenvalue that creeps through its half-way line (the largest one after a mode of half its level switched on
+    first) would turn the same level error into hundreds of steps: such an end is not judged. From the prediction
+    alone, never the measurement."""
+    lv, e = np.asarray(levels, dtype=float), np.asarray(error, dtype=float)
+    eig = np.asarray(eigenvalues, dtype=float)[:, : lv.size]
+    band = 2.0 * np.where(np.isfinite(e), e, np.inf)
+    lo = first_crossing(times, eig, HALF * lv * np.maximum(1.0 - band, 0.0))
+    hi = first_crossing(times, eig, HALF * lv * (1.0 + band))
+    with np.errstate(invalid="ignore"):
+        return np.asarray((hi - lo) <= np.asarray(allowed, dtype=float), dtype=bool)
 
 
 class StepMap(NamedTuple):
