@@ -13,7 +13,7 @@ import optax
 
 import nqf
 from models_example import tanh_mlp, teacher_data
-from nqf.structure._factors import factor_stack
+from nqf.solutions._drive import factor_stack
 
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

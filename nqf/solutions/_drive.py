@@ -25,6 +25,15 @@ import numpy as np
 RANK_TOL = 1e-9  #: eigenvalues of D below this fraction of the largest |eigenvalue| count as zero (float64 rounding)
 
 
+def factor_stack(kind: str, a, B):
+    r"""The stack $A^{(o)}(x_\mu)$, ``(m, o, p, p)``, of a factored form (the form search verified the factors against
+    the matrix-free NQF): ``"rank-two"``, $\tfrac12(a\,b_o^\top + b_o a^\top)$ from ``a`` ``(m, p)``, ``B`` ``(p, o)``;
+    ``"low-rank"``, $\tfrac12\sum_k(u_k v_{k,o}^\top + v_{k,o} u_k^\top)$ from ``U`` ``(m, p, r)``, ``V``
+    ``(p, r, o)``. Products of factors: no Hessian through the model."""
+    outer = jnp.einsum("mi,jo->moij", a, B) if kind == "rank-two" else jnp.einsum("mik,jko->moij", a, B)
+    return 0.5 * (outer + jnp.swapaxes(outer, -1, -2))
+
+
 def drive_spectrum(loss: Callable, f0: Any, ys: Any, *, stack: Any = None, factors: Any = None) -> np.ndarray | None:
     r"""Eigenvalues of the drive $D = -\mathrm{sym}\,\partial\mathcal L/\partial M$ at $M = 0$, descending, ``(p,)``;
     from the $A(x)$ ``stack`` ``(m, *o, p, p)`` or the ``factors`` of a factored form: rank-two ``(a, B)``

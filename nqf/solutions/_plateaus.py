@@ -23,9 +23,8 @@ from .._types import ArrayLike
 from ..flow import ODEOptions, gradient_flow, log_times
 from ..model import MSE, NQFData, mse, mse_loss
 from ..structure import HypothesisCheck, QuadraticForm, neuron_weights, quadratic_form
-from ..structure._factors import factor_stack
 from ..training import Agreement, Comparison, Track, compare_with_nqf, first_crossing
-from ._drive import drive_spectrum, driven_count, driven_modes
+from ._drive import drive_spectrum, driven_count, driven_modes, factor_stack
 from ._regimes import REGIMES, check_regimes, describes, half_way, linearised_run, valid_until
 
 HALF = 0.5  #: the rule's fraction: half-way from one level to the next

@@ -62,15 +62,6 @@ def low_rank_quadratic(U, V, W):
     return jnp.einsum("mkd,dko->mo", jnp.einsum("mpk,pd->mkd", U, W), jnp.einsum("pd,pko->dko", W, V))
 
 
-def factor_stack(kind: str, a, B):
-    r"""The stack $A^{(o)}(x_\mu)$, ``(m, o, p, p)``, of a factored form (the form search verified the factors against
-    the matrix-free NQF): ``"rank-two"``, $\tfrac12(a\,b_o^\top + b_o a^\top)$ from ``a`` ``(m, p)``, ``B`` ``(p, o)``;
-    ``"low-rank"``, $\tfrac12\sum_k(u_k v_{k,o}^\top + v_{k,o} u_k^\top)$ from ``U`` ``(m, p, r)``, ``V``
-    ``(p, r, o)``. Products of factors: no Hessian through the model."""
-    outer = jnp.einsum("mi,jo->moij", a, B) if kind == "rank-two" else jnp.einsum("mik,jko->moij", a, B)
-    return 0.5 * (outer + jnp.swapaxes(outer, -1, -2))
-
-
 def _over_samples(fn, xs):
     """``fn`` on every sample of ``xs``: one ``vmap`` for a few thousand samples, else batches (memory)."""
     return jax.vmap(fn)(xs) if xs.shape[0] <= _VMAP_SAMPLES else jax.lax.map(fn, xs, batch_size=256)
