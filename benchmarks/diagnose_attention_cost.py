@@ -52,19 +52,9 @@ opt = optax.sgd(LEARNING_RATE[{name!r}])
 def loss(tr):
     out = jax.vmap(lambda x: f(tr, x))(xs)
     return jnp.mean(jnp.sum((out - ys).reshape(ys.shape[0], -1) ** 2, axis=1))
-@jax.jit
-def run(tr):
-    def step(c, _):
-        tr, s = c
-        l, g = jax.value_and_grad(loss)(tr)
-        u, s = opt.update(g, s, tr)
-        return (optax.apply_updates(tr, u), s), l
-    return jax.lax.scan(step, (tr, opt.init(tr)), None, length={steps})
-t1 = time.perf_counter()
-(trf, _), ls = run(tr)
-jax.block_until_ready(ls)
-print(time.perf_counter() - t1, time.perf_counter() - t0, float(ls[0]), float(ls[-1]))
+p0 = tr
 """
+
 
 PHASES = {  # (module file suffix, function name) -> label
     ("training/_compare.py", "compare_with_nqf"): "compare_with_nqf (model + NQF runs, parts, probes)",
@@ -90,10 +80,12 @@ def main(argv=None) -> dict:
     sys.path.insert(0, str(ROOT / "notebooks"))
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_book import cpu_reference
+    from bench_diagnose import PLAIN_SCAN
 
     ref = cpu_reference(Path(sys.executable))
     load0 = os.getloadavg()[0]
-    code = _TRAIN_ALONE.format(bench=str(ROOT / "benchmarks"), name=a.model, m=a.samples, steps=a.steps)
+    code = (_TRAIN_ALONE.format(bench=str(ROOT / "benchmarks"), name=a.model, m=a.samples)
+            + PLAIN_SCAN.format(steps=a.steps))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     run_s, process_s, l0, l1 = (float(v) for v in out.stdout.split())
     load1 = os.getloadavg()[0]

@@ -8,10 +8,16 @@ a model of the reader's (``-p model models_example:make_model`` with this direct
 
 from collections.abc import Callable
 
+import sys
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+from ch10_models import TanhMLP  # noqa: E402  (f(x) = V tanh(U x + b): chapter 10's, one definition)
 
 
 class GeluMLP(eqx.Module):
@@ -66,20 +72,6 @@ class TwoLayerNet(eqx.Module):
 
     def neuron_axes(self):
         return TwoLayerNet(0, 1, self.act)
-
-
-class TanhMLP(eqx.Module):
-    """``f(x) = V tanh(U x + b)``: neuron i is row i of ``U``, entry i of ``b``, column i of ``V``."""
-
-    U: jax.Array
-    b: jax.Array
-    V: jax.Array
-
-    def __call__(self, x):
-        return self.V @ jnp.tanh(self.U @ x + self.b)
-
-    def neuron_axes(self):
-        return TanhMLP(0, 0, 1)
 
 
 def tanh_mlp(n_in=4, n_out=3, width=8, init=1e-3, seed=1):

@@ -35,17 +35,13 @@ def test_a_model_that_diverges_still_names_the_learning_rate():
 
 
 # ----------------------------------------------------------------- two regimes, one report
-from models_example import TanhMLP  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+from ch10_models import scaled_default_mlp  # noqa: E402  (models_example puts notebooks/ on the path)
 
 
 def _lecun(seed, width, scale):
-    """A 6-width-4 tanh MLP at ``scale`` times the library default (LeCun: U ~ N(0, 1/6), V ~ N(0, 1/width), b = 0;
+    """A 6-width-4 tanh MLP at ``scale`` times the library default: chapter 10's ``scaled_default_mlp`` (LeCun, b = 0;
     a small bias draw below scale 1e-2 so that the bias neurons are not exactly 0)."""
-    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(100 + seed), 3)
-    b = (1e-3 * scale if scale < 1e-2 else 0.0) * jax.random.normal(k2, (width,))
-    return TanhMLP(scale * jax.random.normal(k1, (width, 6)) / np.sqrt(6), b,
-                   scale * jax.random.normal(k3, (4, width)) / np.sqrt(width))
+    return scaled_default_mlp(jax.random.PRNGKey(100 + seed), 6, 4, width, scale)
 
 
 def _classify(seed, width, scale):
