@@ -707,7 +707,7 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
     As, nqf_data, fts, floss, feigs = _flow((params, len(ys), o, p, (c.form, *c.factors)), q, xs, ys, c.offsets[0], W0,
                                             flow_eta,
                                             None if eta is None else eta * steps_q[-1], FLOW_POINTS, time_factor)
-    drive = None if diverged else _drive(q, params, (xs, ys), loss, As, c)
+    drive = None if diverged else _drive(ys, loss, As, c)
     lin = None
     if "linearised" in regimes:
         n = track.probe if isinstance(track.probe, (int, np.integer)) else None
@@ -725,10 +725,9 @@ def _model_run(model, data, optimizer, num_steps, params, loss, track, regimes) 
                     float(track.agreement.threshold), int(every), diverged, drive, lin)
 
 
-def _drive(q, params, data, loss, As, c):
+def _drive(ys, loss, As, c):
     """The drive's spectrum (``nqf.solutions._drive``) from the A(x) stack, else from the factors of a factored form
-    (rank-two or low-rank: the ones the runs used)."""
-    xs, ys = data
+    (rank-two or low-rank: the ones the runs used, ``c.factors``)."""
     if As is not None:
         return drive_spectrum(loss, c.offsets[0], ys, stack=As)
     if c.form not in ("rank-two", "low-rank") or c.factors[0] is None:

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._lowrank import _one_neuron, quasi_random
+from ._lowrank import _one_neuron, quasi_random, search_inputs
 from ._matrix_free import nqf_out
 
 _RANK_TOL = 1e-9  # singular values below this fraction of the largest count as zero
@@ -222,12 +222,11 @@ def low_rank_form(apply, packing, tr, frozen, xs) -> LowRankForm | None:
     the rest ``frozen`` (``QuadraticForm.split``), ``packing`` of ``tr``'s leaves, ``xs`` inputs with a leading
     sample axis (at least two samples). The factors' outputs are checked against the matrix-free NQF on every
     sample of ``xs`` at three weights."""
-    if not isinstance(xs, jax.Array) or xs.shape[0] < 2:
+    found = search_inputs(packing, tr, xs)
+    if found is None:
         return None
-    W0 = packing.pack(tr)
-    p, d = W0.shape
+    W0, p, d, m = found
     dtype = W0.dtype
-    m = xs.shape[0]
     host = np.asarray(xs)  # slices on the host: a jax array's slice compiles
     out_shape = tuple(jax.eval_shape(lambda t, x: apply(eqx.combine(t, frozen), x), tr, xs[0]).shape)
     o = int(np.prod(out_shape, dtype=int))

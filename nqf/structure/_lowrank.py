@@ -99,6 +99,15 @@ def _check_form(apply, packing, tr, frozen, xs, a, B, Ws):
     return jax.vmap(gap)(Ws)
 
 
+def search_inputs(packing, tr, xs):
+    """``(W(0), p, d, m)`` for a factored form's search on the samples ``xs``; ``None`` when ``xs`` is not an array of
+    at least two samples (no search: the NQF is evaluated matrix-free)."""
+    if not isinstance(xs, jax.Array) or xs.shape[0] < 2:
+        return None
+    W0 = packing.pack(tr)
+    return (W0, *W0.shape, xs.shape[0])
+
+
 def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
     r"""The rank-two factors of the model's $A(x)$ on the samples ``xs``, or ``None`` when
     the model's structure matrices are not of that form (then evaluate the NQF matrix-free).
@@ -106,12 +115,11 @@ def rank_two_form(apply, packing, tr, frozen, xs) -> RankTwoForm | None:
     ``apply(params, x)`` is the model, ``tr``/``frozen`` its neuron leaves and the rest (the split of
     ``QuadraticForm.split``), ``packing`` the ``NeuronPacking`` of ``tr``'s leaves;
     ``xs`` an array of inputs with a leading sample axis (at least two samples)."""
-    if not isinstance(xs, jax.Array) or xs.shape[0] < 2:
+    found = search_inputs(packing, tr, xs)
+    if found is None:
         return None
-    W0 = packing.pack(tr)
-    p, d = W0.shape
+    W0, p, d, m = found
     dtype = W0.dtype
-    m = xs.shape[0]
     pick = np.asarray([0, m // 2 if m > 2 else 1])
     Om = quasi_random((p, _PROBES), 0.3, dtype=dtype)
     Y = np.asarray(_probe_ranges(apply, packing, tr, frozen, xs[pick], Om, p, d))  # (2, o, p, k)
